@@ -1,0 +1,45 @@
+# Two commands: `make test` (set up .venv, lint, test) and `make demo` (the main job on the embedded default).
+# Both are idempotent: the venv is created once and the package is reinstalled only when setup.py changes.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+# Extra pip arguments for the CPU torch install, e.g. an index that serves CPU-only wheels on your machine.
+TORCH_PIP_ARGS ?=
+PYTEST_ARGS ?=
+# pip on some machines warns about absent local wheel folders; keep the log readable.
+QUIET_PIP := { grep -v "is ignored: it is neither a file nor a directory" || true; }
+
+.PHONY: test lint demo install clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --upgrade --quiet pip 2>&1 | $(QUIET_PIP)
+
+# Without CUDA, pin the CPU build of torch in every pip call, or pip resolves a multi-GB CUDA build.
+HAS_CUDA := $(shell nvidia-smi >/dev/null 2>&1 && echo yes)
+TORCH_PIN := $(if $(HAS_CUDA),,torch==2.13.0)
+
+$(VENV)/.installed: setup.py $(PY)
+	@echo "installing into $(VENV) ($(if $(HAS_CUDA),CUDA found,no CUDA: CPU torch==2.13.0))"
+	$(if $(TORCH_PIN),$(PIP) install --quiet $(TORCH_PIP_ARGS) "$(TORCH_PIN)" 2>&1 | $(QUIET_PIP))
+	$(PIP) install --quiet -e ".[test]" $(TORCH_PIN) 2>&1 | $(QUIET_PIP)
+	touch $@
+
+install: $(VENV)/.installed
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+test: lint
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+demo: install
+	$(VENV)/bin/spade-envs demo
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

@@ -1,0 +1,33 @@
+"""Packaging for spade-verl: the SPADE self-play recipe for verl 0.9.1 and its framework-free core."""
+
+from setuptools import find_namespace_packages, setup
+
+setup(
+    name="spade-verl",
+    version="0.1.0",
+    description="SPADE self-play environment design for LLM reinforcement learning, as a verl 0.9.1 recipe",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.10,<3.13",
+    # `recipe` is a namespace package: TransferQueue (a verl dependency) also installs a top-level `recipe`.
+    packages=find_namespace_packages(include=["spade_envs", "spade_envs.*", "recipe.spade", "recipe.spade.*"]),
+    package_data={"recipe.spade": ["REQUIRED_VERL.txt", "config/*.yaml"]},
+    install_requires=[
+        "verl[verl-core]==0.9.1",
+        "gymnasium>=1.0",
+        "omegaconf",
+        # verl 0.9.1 imports these in its server and agent-loop code but does not declare them in a plain install.
+        "cachetools",
+        "fastapi",
+        "uvicorn",
+    ],
+    extras_require={
+        "test": ["pytest", "pytest-asyncio", "hypothesis", "ruff"],
+        # GPU hosts: verl's own vLLM pins (vllm 0.24, torch 2.11, transformers 5.9).
+        "gpu": ["verl[vllm]==0.9.1"],
+        # Megatron backend: megatron-core >= 0.17 needs Python 3.12; install this extra only there.
+        "megatron": ["verl[megatron]==0.9.1; python_version >= '3.12'"],
+    },
+    entry_points={"console_scripts": ["spade-envs=spade_envs.cli:entrypoint"]},
+)

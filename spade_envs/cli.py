@@ -1,0 +1,99 @@
+"""``spade-envs``: inspect and play the built-in environments from the shell.
+
+``main(argv)`` takes its arguments as a list and returns the exit status, so tests call it directly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+
+from spade_envs.builtin import BUILTINS, builtin, load_builtin
+from spade_envs.episode import do_nothing_policy, play, solution_policy
+
+__all__ = ["entrypoint", "main"]
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+    line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+    return "\n".join([line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)])
+
+
+def _cmd_list(_args: argparse.Namespace) -> int:
+    rows = [(e.name, e.setting, e.skill, e.domain or "-", str(load_builtin(e.name).max_turns)) for e in BUILTINS]
+    print(_table(("env", "setting", "skill", "domain", "max_turns"), rows))
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    """Play every built-in with its reference solution and with a do-nothing agent; print one row per env."""
+    rows, failures = [], 0
+    start = time.perf_counter()
+    for entry in BUILTINS:
+        try:
+            env = load_builtin(entry.name)()
+            turns, solved, idle = [], [], []
+            for seed in args.seeds:
+                env.reset(seed)
+                won = play(env, solution_policy(env.solution(), entry.setting), seed)
+                turns.append(won.turns)
+                solved.append(won.outcome)
+                idle.append(play(env, do_nothing_policy(entry.setting), seed).outcome)
+            span = f"{min(turns)}-{max(turns)}" if min(turns) != max(turns) else str(turns[0])
+            ok = min(solved) == 1.0 and max(idle) < 1.0
+            failures += not ok
+            rows.append(
+                (entry.name, entry.setting, entry.skill, span, f"{statistics.mean(solved):.2f}",
+                 f"{statistics.mean(idle):.2f}", "ok" if ok else "FAIL")
+            )  # fmt: skip
+        except Exception as exc:  # one broken env must not hide the others
+            failures += 1
+            rows.append((entry.name, entry.setting, entry.skill, "-", "-", "-", f"ERROR {type(exc).__name__}: {exc}"))
+        print(f"[{len(rows)}/{len(BUILTINS)}] {entry.name}", file=sys.stderr, flush=True)
+    header = ("env", "setting", "skill", "turns", "solution reward", "do-nothing reward", "check")
+    print(_table(header, rows))
+    seeds = ", ".join(map(str, args.seeds))
+    print(f"\n{len(BUILTINS)} envs x seeds [{seeds}] in {time.perf_counter() - start:.2f} s; {failures} failing")
+    return 1 if failures else 0
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    """Print the transcript of the reference solution of one episode."""
+    entry = builtin(args.name)
+    env = load_builtin(entry.name)()
+    env.reset(args.seed)
+    result = play(env, solution_policy(env.solution(), entry.setting), args.seed)
+    print(f"=== {entry.name} ({entry.setting}/{entry.skill}) seed {args.seed} ===\n{result.observations[0]}")
+    for turn, (action, obs, reward) in enumerate(zip(result.actions, result.observations[1:], result.rewards), 1):
+        print(f"\n--- turn {turn}: action ---\n{action}\n--- observation (reward {reward:g}) ---\n{obs}")
+    print(f"\noutcome {result.outcome:g} ({'won' if result.won else 'not won'}) in {result.turns} turns")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI on ``argv`` (default ``sys.argv[1:]``) and return the exit status."""
+    parser = argparse.ArgumentParser(prog="spade-envs", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="list the built-in environments").set_defaults(fn=_cmd_list)
+    demo = sub.add_parser("demo", help="solution vs do-nothing table for every built-in")
+    demo.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="episode seeds (default 0-4)")
+    demo.set_defaults(fn=_cmd_demo)
+    show = sub.add_parser("show", help="print the reference solution's transcript for one episode")
+    show.add_argument("name", help="built-in class name, e.g. VaultCodeEnv")
+    show.add_argument("--seed", type=int, default=0)
+    show.set_defaults(fn=_cmd_show)
+    args = parser.parse_args(argv)
+    try:
+        return args.fn(args)
+    except KeyError as exc:
+        print(f"spade-envs: {exc.args[0]}", file=sys.stderr)
+        return 2
+
+
+def entrypoint() -> None:
+    """Console-script entry point."""
+    sys.exit(main())

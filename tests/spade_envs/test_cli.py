@@ -1,0 +1,27 @@
+from spade_envs.builtin import BUILTINS
+from spade_envs.cli import main
+
+
+def test_list_shows_every_builtin(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert all(e.name in out for e in BUILTINS)
+
+
+def test_demo_prints_a_passing_row_per_builtin(capsys):
+    assert main(["demo", "--seeds", "0", "1"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.split() and line.split()[0] in {e.name for e in BUILTINS}]
+    assert len(rows) == len(BUILTINS)
+    assert all(line.split()[-1] == "ok" and " 1.00 " in line for line in rows)
+    assert "0 failing" in out
+
+
+def test_show_prints_a_won_transcript(capsys):
+    assert main(["show", "RetailAfterSalesEnv", "--seed", "2"]) == 0
+    assert "outcome 1 (won)" in capsys.readouterr().out
+
+
+def test_unknown_env_is_a_clear_error(capsys):
+    assert main(["show", "NopeEnv"]) == 2
+    assert "no built-in environment 'NopeEnv'" in capsys.readouterr().err
