@@ -17,7 +17,6 @@ QUIET_PIP := { grep -v "is ignored: it is neither a file nor a directory" || tru
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install --upgrade --quiet pip 2>&1 | $(QUIET_PIP)
 
 # Without CUDA, pin the CPU build of torch in every pip call, or pip resolves a multi-GB CUDA build.
 HAS_CUDA := $(shell nvidia-smi >/dev/null 2>&1 && echo yes)

@@ -17,6 +17,8 @@ setup(
         "verl[verl-core]==0.9.1",
         "gymnasium>=1.0",
         "omegaconf",
+        # seccomp filters for sandbox workers (ctypes over libseccomp2); Debian's python3-seccomp is used when present.
+        "pyseccomp; sys_platform == 'linux'",
         # verl 0.9.1 imports these in its server and agent-loop code but does not declare them in a plain install.
         "cachetools",
         "fastapi",

@@ -41,9 +41,10 @@ class TextEnv(gymnasium.Env[str, str]):
 
     metadata = {"render_modes": []}
 
-    def __init__(self, env_cls: type, max_turns: int | None = None) -> None:
-        self.env = env_cls()
-        self.setting = setting_of(env_cls)
+    def __init__(self, env: Any, max_turns: int | None = None, setting: str | None = None) -> None:
+        """Wrap an environment class (instantiated here) or instance; ``setting`` defaults to the env's own."""
+        self.env = env() if isinstance(env, type) else env
+        self.setting = setting or setting_of(env)
         self.max_turns = int(max_turns if max_turns is not None else self.env.max_turns)
         self.observation_space = spaces.Text(max_length=OBSERVATION_MAX_CHARS, charset=OBSERVATION_CHARSET)
         self.action_space = spaces.Text(max_length=ACTION_MAX_CHARS, charset=string.printable)

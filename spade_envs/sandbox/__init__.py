@@ -1,0 +1,31 @@
+"""Run untrusted environment code in killable, isolated worker processes (see ``docs/sandbox.md``)."""
+
+from spade_envs.sandbox.client import AsyncSandboxEnv, RemoteEnv, SandboxedEnv
+from spade_envs.sandbox.config import ISOLATION_LEVELS, SandboxConfig
+from spade_envs.sandbox.errors import (
+    EnvCrashed,
+    EnvRaised,
+    EnvTimeout,
+    OutputTooLarge,
+    ProtocolViolation,
+    SandboxError,
+    SandboxUnavailable,
+)
+from spade_envs.sandbox.pool import WorkerPool, probe_isolation
+
+__all__ = [
+    "ISOLATION_LEVELS",
+    "AsyncSandboxEnv",
+    "EnvCrashed",
+    "EnvRaised",
+    "EnvTimeout",
+    "OutputTooLarge",
+    "ProtocolViolation",
+    "RemoteEnv",
+    "SandboxConfig",
+    "SandboxError",
+    "SandboxUnavailable",
+    "SandboxedEnv",
+    "WorkerPool",
+    "probe_isolation",
+]

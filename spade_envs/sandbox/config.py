@@ -1,0 +1,79 @@
+"""Every limit of the sandbox in one frozen dataclass; the recipe's ``spade.sandbox`` YAML block maps onto it."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+__all__ = ["ISOLATION_LEVELS", "SandboxConfig"]
+
+#: Strongest first. ``auto`` picks the first that the start-up probe finds working.
+ISOLATION_LEVELS = ("bwrap", "landlock", "rlimits", "none")
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """Limits and isolation of env workers. Defaults suit generated environments on a shared node.
+
+    Attributes:
+        isolation: ``auto`` (default: the strongest level that works here), ``bwrap`` (bubblewrap namespaces +
+            seccomp + rlimits), ``landlock`` (Landlock + seccomp + rlimits, when user namespaces are blocked),
+            ``rlimits`` (seccomp + rlimits only) or ``none`` (a plain killable process: trusted built-ins only).
+        call_timeout_s: host-side deadline of one call (reset, step, tool call); past it the worker is killed.
+        soft_timeout_s: in-worker alarm that interrupts env code first, so a slow call fails without a kill.
+        start_timeout_s: deadline for a worker to start and for ``init`` (loading the env code).
+        episode_cpu_s: CPU seconds one worker may use over its whole life (one episode).
+        memory_mb: address-space limit of a worker.
+        max_response_bytes: largest reply line the host accepts from a worker.
+        max_request_bytes: largest request line a worker accepts (env source code travels in ``init``).
+        max_observation_chars: longest observation (and any other string) a worker may return.
+        file_size_mb: largest file env code may write in its scratch directory.
+        open_files: file-descriptor limit inside the worker.
+        processes: process/thread limit (RLIMIT_NPROC) for the worker's uid.
+        pool_size: pre-started blank workers kept ready, so starting an env costs about a millisecond.
+        max_workers: most workers in use at once (plus up to ``pool_size`` ready ones); acquiring more waits.
+        preload_numpy: import numpy in the worker before env code runs (env code may use it).
+    """
+
+    isolation: str = "auto"
+    call_timeout_s: float = 10.0
+    soft_timeout_s: float = 5.0
+    start_timeout_s: float = 20.0
+    episode_cpu_s: int = 120
+    memory_mb: int = 1024
+    max_response_bytes: int = 1 << 20
+    max_request_bytes: int = 4 << 20
+    max_observation_chars: int = 65_536
+    file_size_mb: int = 16
+    open_files: int = 64
+    processes: int = 64
+    pool_size: int = 4
+    max_workers: int = 256
+    preload_numpy: bool = True
+
+    def __post_init__(self) -> None:
+        if self.isolation not in ("auto", *ISOLATION_LEVELS):
+            raise ValueError(f"isolation must be one of auto, {', '.join(ISOLATION_LEVELS)}; got {self.isolation!r}")
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value <= 0 and f.name != "pool_size":
+                raise ValueError(f"{f.name} must be positive, got {value!r}")
+        if self.pool_size < 0:
+            raise ValueError(f"pool_size must be >= 0, got {self.pool_size}")
+        if self.soft_timeout_s >= self.call_timeout_s:
+            raise ValueError(
+                f"soft_timeout_s ({self.soft_timeout_s}) must be below call_timeout_s ({self.call_timeout_s})"
+            )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> SandboxConfig:
+        """Build from a config mapping; unknown keys are an error that names the known ones."""
+        data = dict(data or {})
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown sandbox option(s) {unknown}; known: {sorted(known)}")
+        return cls(**data)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,165 @@
+"""In-worker hardening applied before any untrusted code runs: rlimits, a unique uid, Landlock, seccomp.
+
+Everything here runs inside the worker process, never in the host. Python-level checks (audit hooks, AST
+allow-lists) are bypassable and are deliberately not part of the boundary.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import resource
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ["apply_rlimits", "drop_privileges", "landlock_abi", "load_seccomp", "restrict_filesystem"]
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_PR_SET_NO_NEW_PRIVS = 38
+_CLONE_THREAD = 0x00010000
+
+#: Syscalls that env code never needs and an attacker would: processes, network, tracing, kernel surfaces.
+DENIED_SYSCALLS = (
+    "socket", "socketpair", "execve", "execveat", "fork", "vfork", "ptrace", "process_vm_readv",
+    "process_vm_writev", "mount", "umount2", "unshare", "setns", "chroot", "pivot_root", "bpf", "perf_event_open",
+    "add_key", "request_key", "keyctl", "userfaultfd", "io_uring_setup", "kexec_load", "kexec_file_load",
+    "init_module", "finit_module", "delete_module", "reboot", "swapon", "swapoff", "mknod", "mknodat", "setsid",
+    "setpgid", "tkill", "personality",
+)  # fmt: skip
+
+
+def apply_rlimits(memory_mb: int, cpu_s: int, file_size_mb: int, open_files: int, processes: int | None) -> None:
+    """Address space, CPU seconds (SIGKILL one second past the soft limit), file size, fds, no core dumps."""
+    limits = [
+        (resource.RLIMIT_AS, memory_mb << 20),
+        (resource.RLIMIT_CPU, cpu_s, cpu_s + 1),
+        (resource.RLIMIT_FSIZE, file_size_mb << 20),
+        (resource.RLIMIT_NOFILE, open_files),
+        (resource.RLIMIT_CORE, 0),
+    ]
+    if processes is not None:
+        limits.append((resource.RLIMIT_NPROC, processes))
+    for which, soft, *hard in limits:
+        resource.setrlimit(which, (soft, hard[0] if hard else soft))
+
+
+def drop_privileges(uid: int, scratch: str) -> None:
+    """As root: hand the scratch dir to ``uid`` and become it (no supplementary groups)."""
+    os.chown(scratch, uid, uid)
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
+
+
+def _seccomp_module() -> Any:
+    """Debian's ``python3-seccomp`` (fast) when importable, else PyPI ``pyseccomp`` (same API, ctypes)."""
+    try:
+        import seccomp  # type: ignore[import-not-found]
+
+        return seccomp
+    except ImportError:
+        pass
+    debian = "/usr/lib/python3/dist-packages"
+    if os.path.isdir(debian) and debian not in sys.path:
+        sys.path.append(debian)
+        try:
+            import seccomp  # type: ignore[import-not-found]
+
+            return seccomp
+        except ImportError:
+            pass
+        finally:
+            sys.path.remove(debian)
+    import pyseccomp  # type: ignore[import-not-found]
+
+    return pyseccomp
+
+
+def load_seccomp() -> None:
+    """Load a deny-list seccomp filter (default allow) into this process.
+
+    EPERM for :data:`DENIED_SYSCALLS`, for ``clone`` without ``CLONE_THREAD`` (threads still work) and for signals
+    to any process but this one; ENOSYS for ``clone3`` so glibc falls back to ``clone``. Sets ``no_new_privs``.
+    """
+    sc = _seccomp_module()
+    filt = sc.SyscallFilter(defaction=sc.ALLOW)
+    deny = sc.ERRNO(errno.EPERM)
+    for name in DENIED_SYSCALLS:
+        try:
+            filt.add_rule(deny, name)
+        except (RuntimeError, ValueError, OSError):  # syscall absent on this architecture
+            continue
+    filt.add_rule(deny, "clone", sc.Arg(0, sc.MASKED_EQ, _CLONE_THREAD, 0))
+    filt.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
+    me = os.getpid()
+    filt.add_rule(deny, "kill", sc.Arg(0, sc.NE, me))
+    filt.add_rule(deny, "tgkill", sc.Arg(0, sc.NE, me))
+    filt.add_rule(deny, "rt_sigqueueinfo", sc.Arg(0, sc.NE, me))
+    filt.load()
+
+
+# -- Landlock (raw syscalls; the numbers are shared by all architectures that have it) --------------------------
+_SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
+_FS_READ = (1 << 0) | (1 << 2) | (1 << 3)  # execute, read_file, read_dir
+_FS_ALL_V1 = (1 << 13) - 1
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [("fs", ctypes.c_uint64), ("net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version, 0 when unavailable."""
+    version = _libc.syscall(_SYS_CREATE_RULESET, None, 0, 1)
+    return max(int(version), 0)
+
+
+def restrict_filesystem(read_only: Iterable[str], read_write: Iterable[str]) -> int:
+    """Landlock this process: read/execute under ``read_only``, everything under ``read_write``, nothing elsewhere.
+
+    TCP bind and connect are denied (ABI >= 4); abstract unix sockets and signals to other domains scoped (ABI >= 6).
+    Returns the ABI used. UDP is not covered by Landlock: seccomp's socket rule closes that gap.
+    """
+    abi = landlock_abi()
+    if abi < 1:
+        raise OSError(errno.ENOSYS, "Landlock is not available in this kernel")
+    fs_all = _FS_ALL_V1 | (1 << 13 if abi >= 2 else 0) | (1 << 14 if abi >= 3 else 0) | (1 << 15 if abi >= 5 else 0)
+    attr = _RulesetAttr(fs=fs_all, net=3 if abi >= 4 else 0, scoped=3 if abi >= 6 else 0)
+    size = 8 if abi < 4 else 16 if abi < 6 else 24
+    ruleset = _libc.syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), size, 0)
+    if ruleset < 0:
+        raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
+    try:
+        for paths, access in ((read_only, _FS_READ), (read_write, fs_all)):
+            for path in paths:
+                if not os.path.exists(path):
+                    continue
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+                try:
+                    is_dir = os.path.isdir(path)
+                    rule = _PathBeneath(
+                        allowed=access if is_dir else access & ~(1 << 3) & _file_rights(abi), parent_fd=fd
+                    )
+                    if _libc.syscall(_SYS_ADD_RULE, ruleset, 1, ctypes.byref(rule), 0) < 0:
+                        raise OSError(ctypes.get_errno(), f"landlock_add_rule failed for {path}")
+                finally:
+                    os.close(fd)
+        if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(NO_NEW_PRIVS) failed")
+        if _libc.syscall(_SYS_RESTRICT_SELF, ruleset, 0) < 0:
+            raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
+    finally:
+        os.close(ruleset)
+    return abi
+
+
+def _file_rights(abi: int) -> int:
+    """Rights that may be granted on a regular file (not a directory)."""
+    return (1 << 0) | (1 << 1) | (1 << 2) | (1 << 14 if abi >= 3 else 0) | (1 << 15 if abi >= 5 else 0)

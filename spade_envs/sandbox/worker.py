@@ -1,0 +1,180 @@
+"""The env worker: a process that hardens itself, then serves one environment over the JSON-lines protocol.
+
+Run as a script (``python -I worker.py CONFIG_JSON``), never imported by the host. It imports only the parts of
+``spade_envs`` that environments need (the contract, the loader, the tool-use base), without the package's
+``__init__`` (which pulls in gymnasium), then applies the isolation layers of its level *before* it reads any
+env code: a pool can start workers ahead of time and hand them code later.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import traceback
+import types
+from typing import Any
+
+_SAFE_ENV = {
+    "PATH": "/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "MALLOC_ARENA_MAX": "2",
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
+
+
+class SoftTimeout(BaseException):
+    """Raised into env code by the in-worker alarm (a BaseException so that ``except Exception`` cannot eat it)."""
+
+
+def _import_core(root: str) -> dict[str, Any]:
+    for name in ("spade_envs", "spade_envs.sandbox"):
+        package = types.ModuleType(name)
+        package.__path__ = [os.path.join(root, *name.split("."))]
+        sys.modules[name] = package
+    sys.path.insert(0, root)
+    from spade_envs import contract, errors, loader, tooluse
+    from spade_envs.sandbox import hardening, protocol
+
+    return {"contract": contract, "errors": errors, "loader": loader, "tooluse": tooluse,
+            "hardening": hardening, "protocol": protocol}  # fmt: skip
+
+
+def _harden(cfg: dict[str, Any], hardening: Any) -> None:
+    level = cfg["level"]
+    if level == "none":
+        return
+    as_root = os.geteuid() == 0
+    if as_root and level in ("landlock", "rlimits"):
+        hardening.drop_privileges(cfg["uid"], cfg["scratch"])
+    limits = cfg["limits"]
+    # RLIMIT_NPROC counts every process of the host uid: only meaningful once the worker has a uid of its own.
+    nproc = limits["processes"] if as_root and level in ("landlock", "rlimits") else None
+    hardening.apply_rlimits(limits["memory_mb"], limits["cpu_s"], limits["file_size_mb"], limits["open_files"], nproc)
+    if level == "landlock":
+        hardening.restrict_filesystem(cfg["read_only"], [cfg["scratch"], "/dev/null"])
+    hardening.load_seccomp()
+
+
+class _Server:
+    def __init__(self, cfg: dict[str, Any], core: dict[str, Any]) -> None:
+        self.cfg, self.core = cfg, core
+        self.reader = os.fdopen(cfg["rfd"], "rb", buffering=1 << 16)
+        self.wfd = cfg["wfd"]
+        self.env: Any = None
+        self.max_chars = cfg["max_observation_chars"]
+
+    def send(self, message: dict[str, Any]) -> None:
+        data = self.core["protocol"].encode(message)
+        while data:
+            data = data[os.write(self.wfd, data) :]
+
+    def serve(self) -> None:
+        self.send({"seq": 0, "ok": True, "result": {"pid": os.getpid(), "level": self.cfg["level"]}})
+        limit = self.cfg["max_request_bytes"]
+        while True:
+            line = self.reader.readline(limit + 1)
+            if not line or not line.endswith(b"\n"):
+                os._exit(0 if not line else 3)  # host closed the pipe, or an oversized request
+            request = json.loads(line)
+            reply = self.handle(request)
+            self.send(reply)
+            if request.get("op") == "close":
+                os._exit(0)
+
+    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        seq, op = request.get("seq"), request.get("op")
+        errors, protocol = self.core["errors"], self.core["protocol"]
+        signal.setitimer(signal.ITIMER_REAL, self.cfg["soft_timeout_s"])
+        try:
+            result = protocol.scrub(self.dispatch(op, request), self.max_chars)
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            return {"seq": seq, "ok": True, "result": result}
+        except SoftTimeout:
+            kind, code, message = "timeout", "timeout", f"{op} exceeded {self.cfg['soft_timeout_s']} s"
+        except errors.InvalidEnvSource as exc:
+            kind, code, message = "raised", exc.code, exc.message
+        except errors.ContractViolation as exc:
+            kind, code, message = "raised", "bad_output", str(exc)
+        except OverflowError as exc:
+            kind, code, message = "too_large", "output_too_large", str(exc)
+        except BaseException as exc:  # env code may raise anything, SystemExit included
+            tb = traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-3)
+            kind, code, message = "raised", "exception", "".join(tb)[-2000:]
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        return {"seq": seq, "ok": False, "kind": kind, "code": code, "error": message}
+
+    def dispatch(self, op: str, req: dict[str, Any]) -> Any:
+        contract, tooluse = self.core["contract"], self.core["tooluse"]
+        if op == "ping":
+            return "pong"
+        if op == "close":
+            return None
+        if op == "init":
+            cls = self.core["loader"].load_env_class(req["source"], req.get("filename", "<env>"))
+            self.env = cls()
+            is_tool = isinstance(self.env, tooluse.ToolUseEnv)
+            max_turns = getattr(self.env, "max_turns", None)
+            if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
+                raise self.core["errors"].ContractViolation(f"max_turns must be a positive int, got {max_turns!r}")
+            return {"class_name": cls.__name__, "setting": "tool_use" if is_tool else "games", "max_turns": max_turns}
+        if self.env is None:
+            raise RuntimeError(f"{op!r} before init")
+        if op == "reset":
+            obs, info = contract.check_reset_output(self.env.reset(req.get("seed")))
+            return [obs, info, getattr(self.env, "max_turns", None)]
+        if op == "step":
+            return list(contract.check_step_output(self.env.step(req["action"])))
+        if op == "step_calls":
+            return list(contract.check_step_output(self.env.step_calls(req["calls"], req.get("answer"))))
+        if op == "call_tool":
+            out = self.env.call_tool(req["name"], req.get("arguments", {}))
+            if not isinstance(out, str):
+                raise self.core["errors"].ContractViolation(f"call_tool must return str, got {type(out).__name__}")
+            return out
+        if op == "tools":
+            return self.env.tools()
+        if op == "solution":
+            actions = self.env.solution()
+            if not isinstance(actions, list) or not all(isinstance(a, str) for a in actions):
+                raise self.core["errors"].ContractViolation("solution() must return a list of str")
+            return actions
+        raise ValueError(f"unknown op {op!r}")
+
+
+def main() -> None:
+    cfg = json.loads(sys.argv[1])
+    os.environ.clear()
+    os.environ.update(_SAFE_ENV)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    os.close(devnull)
+    core = _import_core(cfg["root"])
+    if cfg.get("preload_numpy"):
+        try:
+            import numpy  # noqa: F401  (preloaded so env code and copy-on-write pages share it)
+        except ImportError:
+            pass
+    for name in ("collections", "dataclasses", "functools", "heapq", "itertools", "math", "random", "re", "string"):
+        __import__(name)  # stdlib modules env code commonly uses: loaded once, before any env code arrives
+
+    os.chdir(cfg["scratch"])
+    _harden(cfg, core["hardening"])
+    sys.setrecursionlimit(3000)
+    sys.dont_write_bytecode = True
+
+    def on_alarm(_signum: int, _frame: Any) -> None:
+        raise SoftTimeout
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    _Server(cfg, core).serve()
+
+
+if __name__ == "__main__":
+    main()
