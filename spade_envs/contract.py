@@ -87,7 +87,7 @@ def outcome_reward(reward: float, terminated: bool, truncated: bool) -> float:
     if truncated or not terminated:
         return 0.0
     if not math.isfinite(reward):
-        raise ContractViolation(f"final reward must be finite, got {reward!r}")
+        raise ContractViolation(f"final reward must be finite, got {reward!r}", code="nonfinite_reward")
     return min(1.0, max(0.0, float(reward)))
 
 
@@ -124,7 +124,7 @@ def check_step_output(result: object) -> StepResult:
         raise ContractViolation(f"step reward must be a number, got {type(reward).__name__}")
     value = float(reward)
     if not math.isfinite(value):
-        raise ContractViolation(f"step reward must be finite, got {value!r}")
+        raise ContractViolation(f"step reward must be finite, got {value!r}", code="nonfinite_reward")
     for name, flag in (("terminated", terminated), ("truncated", truncated)):
         if type(flag).__name__ not in ("bool", "bool_"):
             raise ContractViolation(f"step {name} must be bool, got {type(flag).__name__}")

@@ -61,15 +61,18 @@ def setting_of(env: object) -> str:
     return "tool_use" if issubclass(cls, ToolUseEnv) else "games"
 
 
-def play(env: ExecutableEnv, policy: Policy, seed: int, max_turns: int | None = None) -> EpisodeResult:
+def play(
+    env: ExecutableEnv, policy: Policy, seed: int, max_turns: int | None = None, setting: str | None = None
+) -> EpisodeResult:
     """Reset ``env`` with ``seed`` and play ``policy`` until the episode ends or the turn limit truncates it.
 
-    Every return value is checked against the contract; a violation raises
-    :class:`~spade_envs.errors.ContractViolation` (an environment fault, never an agent loss).
+    ``setting`` defaults to :func:`setting_of` the env; pass it for proxies of sandboxed envs. Every return value
+    is checked against the contract; a violation raises :class:`~spade_envs.errors.ContractViolation` (an
+    environment fault, never an agent loss).
     """
     obs, _ = check_reset_output(env.reset(seed))
     limit = env.max_turns if max_turns is None else min(env.max_turns, max_turns)
-    games = setting_of(env) == "games"
+    games = (setting or setting_of(env)) == "games"
     result = EpisodeResult(0.0, False, 0, False, False, observations=[obs])
     reward, terminated, truncated = 0.0, False, False
     for turn in range(limit):

@@ -25,7 +25,14 @@ class InvalidEnvSource(SpadeEnvError):
 
 
 class ContractViolation(SpadeEnvError):
-    """An environment returned something the contract forbids (wrong types, non-finite reward, ...)."""
+    """An environment returned something the contract forbids.
+
+    ``code`` is ``bad_types`` (wrong types or shapes) or ``nonfinite_reward`` (NaN or infinite reward).
+    """
+
+    def __init__(self, message: str, code: str = "bad_types") -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class ToolError(SpadeEnvError):

@@ -27,8 +27,8 @@ class SandboxError(SpadeEnvError):
 class EnvRaised(SandboxError):
     """Env code raised an exception (or returned something the contract forbids); the worker is still alive.
 
-    ``code`` refines the reason: ``exception``, ``bad_output`` or an :class:`~spade_envs.errors.InvalidEnvSource`
-    code such as ``syntax_error`` or ``no_env_class`` when loading failed.
+    ``code`` refines the reason: ``exception``, ``bad_types``, ``nonfinite_reward``, or, when loading failed, an
+    :class:`~spade_envs.errors.InvalidEnvSource` code such as ``syntax_error`` or ``no_env_class``.
     """
 
     kind = "env_raised"

@@ -99,7 +99,7 @@ class _Server:
         except errors.InvalidEnvSource as exc:
             kind, code, message = "raised", exc.code, exc.message
         except errors.ContractViolation as exc:
-            kind, code, message = "raised", "bad_output", str(exc)
+            kind, code, message = "raised", exc.code, str(exc)
         except OverflowError as exc:
             kind, code, message = "too_large", "output_too_large", str(exc)
         except BaseException as exc:  # env code may raise anything, SystemExit included
@@ -116,12 +116,16 @@ class _Server:
         if op == "close":
             return None
         if op == "init":
+            invalid = self.core["errors"].InvalidEnvSource
             cls = self.core["loader"].load_env_class(req["source"], req.get("filename", "<env>"))
-            self.env = cls()
+            try:
+                self.env = cls()
+            except Exception as exc:
+                raise invalid("construct_failed", f"{cls.__name__}() raised {type(exc).__name__}: {exc}") from exc
             is_tool = isinstance(self.env, tooluse.ToolUseEnv)
             max_turns = getattr(self.env, "max_turns", None)
             if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
-                raise self.core["errors"].ContractViolation(f"max_turns must be a positive int, got {max_turns!r}")
+                raise invalid("construct_failed", f"max_turns must be a positive int, got {max_turns!r}")
             return {"class_name": cls.__name__, "setting": "tool_use" if is_tool else "games", "max_turns": max_turns}
         if self.env is None:
             raise RuntimeError(f"{op!r} before init")

@@ -106,7 +106,7 @@ def test_env_exceptions_are_typed_and_the_worker_survives(pool):
         assert info.value.code == "exception"
         with pytest.raises(EnvRaised, match="reward must be a number") as info:
             env.step("bad")
-        assert info.value.code == "bad_output"
+        assert info.value.code == "bad_types"
         started = time.monotonic()
         with pytest.raises(EnvTimeout, match="exceeded 1.0 s"):
             env.step("slow")
