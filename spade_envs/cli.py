@@ -6,12 +6,14 @@
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
-from spade_envs.builtin import BUILTINS, builtin, load_builtin
+from spade_envs.builtin import BUILTINS, builtin, builtin_source, load_builtin
 from spade_envs.episode import do_nothing_policy, play, solution_policy
 
 __all__ = ["entrypoint", "main"]
@@ -74,6 +76,73 @@ def _cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _read_env_source(ref: str) -> tuple[str, str]:
+    """``ref`` is a path to an env source file or the name of a built-in; return ``(source, filename)``."""
+    path = Path(ref)
+    if path.is_file():
+        return path.read_text(encoding="utf-8"), str(path)
+    if any(e.name == ref for e in BUILTINS):
+        return builtin_source(ref), f"builtin:{ref}"
+    raise FileNotFoundError(
+        f"{ref!r} is neither a file nor a built-in environment ({', '.join(e.name for e in BUILTINS)})"
+    )
+
+
+def _pool(args: argparse.Namespace):  # noqa: ANN202  (imported lazily: the sandbox starts processes)
+    from spade_envs.sandbox import SandboxConfig, WorkerPool
+
+    return WorkerPool(SandboxConfig(isolation=args.isolation, pool_size=1))
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    """Validate an env source file in the sandbox: exit 0 if admissible, 1 if rejected."""
+    from spade_envs.validate import validate_source
+
+    source, filename = _read_env_source(args.path)
+    with _pool(args) as pool:
+        report = validate_source(source, pool, setting=args.setting, filename=filename)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    elif report.ok:
+        turns = ", ".join(map(str, report.solution_turns))
+        print(f"admissible: {report.class_name} ({report.setting}, max_turns {report.max_turns}; "
+              f"solution turns {turns}; {report.duration_s:.2f} s, isolation {pool.level})")  # fmt: skip
+    else:
+        print(f"rejected: {report.code}: {report.reason}")
+    return 0 if report.ok else 1
+
+
+def _cmd_play(args: argparse.Namespace) -> int:
+    """Play an environment as a person: type one turn per line (games: the command; tool use: raw text)."""
+    from spade_envs.contract import extract_command, is_win, outcome_reward
+    from spade_envs.sandbox import RemoteEnv
+
+    source, filename = _read_env_source(args.path)
+    with _pool(args) as pool:
+        env = RemoteEnv(source, pool, filename)
+        try:
+            obs, _ = env.reset(args.seed)
+            print(f"{env.class_name} ({env.setting}), seed {args.seed}, up to {env.max_turns} turns. Ctrl-D quits.\n")
+            print(obs)
+            reward, terminated, truncated = 0.0, False, False
+            for turn in range(1, env.max_turns + 1):
+                try:
+                    text = input(f"\n[turn {turn}] > ")
+                except EOFError:
+                    print()
+                    return 0
+                action = extract_command(text) if env.setting == "games" else text
+                obs, reward, terminated, truncated, _ = env.step(action)
+                print(f"{obs}\n(reward {reward:g})")
+                if terminated or truncated:
+                    break
+            outcome = outcome_reward(reward, terminated, truncated or not terminated)
+            print(f"\noutcome {outcome:g}: {'won' if is_win(outcome) else 'not won'}")
+        finally:
+            env.close()
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI on ``argv`` (default ``sys.argv[1:]``) and return the exit status."""
     parser = argparse.ArgumentParser(prog="spade-envs", description=__doc__.splitlines()[0])
@@ -86,11 +155,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     show.add_argument("name", help="built-in class name, e.g. VaultCodeEnv")
     show.add_argument("--seed", type=int, default=0)
     show.set_defaults(fn=_cmd_show)
+    validate = sub.add_parser("validate", help="validate an env source file in the sandbox (exit 0 ok, 1 rejected)")
+    validate.add_argument("path", help="env source file (or a built-in name)")
+    validate.add_argument("--setting", choices=["games", "tool_use"], help="the setting the env must be")
+    validate.add_argument("--json", action="store_true", help="print the full report as JSON")
+    validate.set_defaults(fn=_cmd_validate)
+    play_cmd = sub.add_parser("play", help="play an env in the terminal")
+    play_cmd.add_argument("path", help="env source file (or a built-in name)")
+    play_cmd.add_argument("--seed", type=int, default=0)
+    play_cmd.set_defaults(fn=_cmd_play)
+    for command in (validate, play_cmd):
+        command.add_argument("--isolation", default="auto", help="sandbox level: auto, bwrap, landlock, rlimits, none")
     args = parser.parse_args(argv)
     try:
         return args.fn(args)
-    except KeyError as exc:
-        print(f"spade-envs: {exc.args[0]}", file=sys.stderr)
+    except (KeyError, FileNotFoundError) as exc:
+        print(f"spade-envs: {exc.args[0] if isinstance(exc, KeyError) else exc}", file=sys.stderr)
         return 2
 
 

@@ -1,3 +1,5 @@
+import json
+
 from spade_envs.builtin import BUILTINS
 from spade_envs.cli import main
 
@@ -25,3 +27,26 @@ def test_show_prints_a_won_transcript(capsys):
 def test_unknown_env_is_a_clear_error(capsys):
     assert main(["show", "NopeEnv"]) == 2
     assert "no built-in environment 'NopeEnv'" in capsys.readouterr().err
+
+
+def test_validate_accepts_a_builtin_and_rejects_a_broken_file(capsys, tmp_path):
+    assert main(["validate", "SequenceOracleEnv", "--setting", "games"]) == 0
+    assert "admissible: SequenceOracleEnv" in capsys.readouterr().out
+    broken = tmp_path / "broken_env.py"
+    broken.write_text("class BrokenEnv(:\n    pass\n")
+    assert main(["validate", str(broken), "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] is False and report["code"] == "syntax_error"
+    assert main(["validate", str(tmp_path / "missing.py")]) == 2
+    assert "neither a file nor a built-in" in capsys.readouterr().err
+
+
+def test_play_lets_a_person_win_with_typed_commands(capsys, monkeypatch):
+    from spade_envs.builtin import load_builtin
+
+    env = load_builtin("VaultCodeEnv")()
+    env.reset(7)
+    lines = iter(env.solution())
+    monkeypatch.setattr("builtins.input", lambda _prompt: next(lines))
+    assert main(["play", "VaultCodeEnv", "--seed", "7"]) == 0
+    assert "outcome 1: won" in capsys.readouterr().out
