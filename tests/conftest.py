@@ -1,0 +1,72 @@
+"""Shared fixtures. Note: never ``import tests`` (the verl wheel installs a top-level package of that name)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+Responder = Callable[[dict[str, Any]], dict[str, Any] | tuple[int, str]]
+
+
+class StubOpenAI:
+    """An OpenAI-compatible chat endpoint on 127.0.0.1 that answers with a scripted responder.
+
+    The responder gets the request body and returns an assistant message dict (``{"content": ..., "tool_calls":
+    [...]}``) or ``(http_status, body)`` to simulate a failure. Every request body is kept in ``requests``.
+    """
+
+    def __init__(self, responder: Responder) -> None:
+        self.responder = responder
+        self.requests: list[dict[str, Any]] = []
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                stub.requests.append(body)
+                answer = stub.responder(body)
+                if isinstance(answer, tuple):
+                    status, text = answer
+                    payload = text.encode()
+                else:
+                    status = 200
+                    message = {"role": "assistant", "content": answer.get("content"), **answer}
+                    payload = json.dumps(
+                        {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}
+                    ).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *_args: Any) -> None:
+                return
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def stub_openai() -> Iterator[Callable[[Responder], StubOpenAI]]:
+    """Start stub servers with ``stub_openai(responder)``; all are shut down after the test."""
+    servers: list[StubOpenAI] = []
+
+    def start(responder: Responder) -> StubOpenAI:
+        servers.append(StubOpenAI(responder))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()
