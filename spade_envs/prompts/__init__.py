@@ -1,0 +1,270 @@
+"""Every prompt SPADE sends, rendered from the text templates shipped in ``spade_envs/prompts/templates/``.
+
+All prompt text lives in the template files (``string.Template`` syntax: ``${name}``, ``$$`` for a dollar), so a
+prompt can be read and edited in one place and this module holds only the logic: which template, which values,
+and argument checks. Each renderer returns chat messages, ``[{"role": ..., "content": ...}]``.
+
+Roles: the **designer** writes an environment from a document (:func:`designer_messages`); the **hint writer**
+reads only the environment's source (:func:`hint_messages`); the **agent** plays (:func:`agent_messages`), with the
+hint appended to the first observation of hinted plays only (:func:`with_hint`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import string
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+from spade_envs.builtin import builtin_source
+from spade_envs.skills import DOMAINS, SKILLS
+from spade_envs.spec import SETTINGS
+
+__all__ = [
+    "TASK_VARIANTS",
+    "VARIANT_WEIGHTS",
+    "Exemplar",
+    "agent_messages",
+    "agent_system_prompt",
+    "builtin_example",
+    "designer_messages",
+    "first_turn",
+    "hint_messages",
+    "render",
+    "with_hint",
+]
+
+Message = dict[str, str]
+
+#: Tool-use task variants, each described to the designer by ``templates/variant_<name>.md``.
+TASK_VARIANTS = ("execute", "read_then_write", "missing_parameter", "irrelevant_request")
+#: The reference's sampling weights of the variants (3:2:1:1); the designer loop may use its own.
+VARIANT_WEIGHTS: dict[str, float] = {
+    "execute": 3 / 7,
+    "read_then_write": 2 / 7,
+    "missing_parameter": 1 / 7,
+    "irrelevant_request": 1 / 7,
+}
+#: The built-in shown as the worked example in designer prompts, per setting.
+EXAMPLE_BUILTINS = {"games": "VaultCodeEnv", "tool_use": "SmartHomeSceneEnv"}
+
+
+@dataclass(frozen=True)
+class Exemplar:
+    """An environment from memory shown to the designer.
+
+    Positives (worked well) are shown with their code; negatives (agents almost always or never won) as one line
+    with the reason, so the designer learns what to avoid without copying it.
+
+    Attributes:
+        source_snippet: the environment's code (or its start); required for positives.
+        skill: the skill it was designed for.
+        win_rate: mean no-hint outcome of agents on it, in [0, 1].
+        regret: hinted minus unhinted mean outcome.
+        kind: ``"positive"`` or ``"negative"``.
+        reason: why a negative failed; required for negatives.
+    """
+
+    source_snippet: str
+    skill: str
+    win_rate: float
+    regret: float
+    kind: str
+    reason: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("positive", "negative"):
+            raise ValueError(f"exemplar kind must be 'positive' or 'negative', got {self.kind!r}")
+        if not 0.0 <= self.win_rate <= 1.0:
+            raise ValueError(f"exemplar win_rate must be in [0, 1], got {self.win_rate!r}")
+        if not math.isfinite(self.regret):
+            raise ValueError(f"exemplar regret must be finite, got {self.regret!r}")
+        if self.kind == "positive" and not self.source_snippet.strip():
+            raise ValueError("a positive exemplar needs a source_snippet")
+        if self.kind == "negative" and not self.reason.strip():
+            raise ValueError("a negative exemplar needs a reason")
+
+
+@cache
+def _template(name: str) -> string.Template:
+    path = resources.files(__package__).joinpath("templates").joinpath(f"{name}.md")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"prompt template {name}.md is missing from {__package__}/templates") from None
+    return string.Template(text.removesuffix("\n"))
+
+
+def _identifiers(name: str, template: string.Template) -> set[str]:
+    """Placeholder names in ``template`` (``Template.get_identifiers`` needs Python 3.11)."""
+    found = set()
+    for match in template.pattern.finditer(template.template):
+        if match.group("invalid") is not None:
+            offset = match.start("invalid")
+            raise ValueError(f"invalid placeholder in template {name}.md at offset {offset}; write $$ for $")
+        placeholder = match.group("named") or match.group("braced")
+        if placeholder:
+            found.add(placeholder)
+    return found
+
+
+def render(name: str, **values: str) -> str:
+    """Render ``templates/<name>.md``. Values must match its placeholders exactly, so templates and code agree."""
+    template = _template(name)
+    expected = _identifiers(name, template)
+    if set(values) != expected:
+        raise ValueError(
+            f"template {name}.md takes {sorted(expected)}; got {sorted(values)} "
+            f"(missing {sorted(expected - set(values))}, unexpected {sorted(set(values) - expected)})"
+        )
+    return template.substitute(values)
+
+
+def _fenced(code: str, language: str = "python") -> str:
+    """A fenced code block whose fence is longer than any backtick run inside ``code``."""
+    longest = max((len(run) for run in re.findall(r"`+", code)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{language}\n{code.strip(chr(10))}\n{fence}"
+
+
+def _section(text: str) -> str:
+    """An optional section: empty, or its text followed by the blank line the next heading needs."""
+    return text.strip() + "\n\n" if text.strip() else ""
+
+
+def _check_setting(setting: str) -> None:
+    if setting not in SETTINGS:
+        raise ValueError(f"unknown setting {setting!r}; known: {', '.join(SETTINGS)}")
+
+
+def _check_choice(kind: str, value: object, known: Sequence[str]) -> None:
+    if value not in known:
+        raise ValueError(f"unknown {kind} {value!r}; known: {', '.join(known)}")
+
+
+def builtin_example(setting: str) -> str:
+    """Source of the built-in used as the designer's worked example (VaultCodeEnv or SmartHomeSceneEnv)."""
+    _check_setting(setting)
+    return builtin_source(EXAMPLE_BUILTINS[setting])
+
+
+def _exemplar_section(exemplars: Sequence[Exemplar]) -> str:
+    items = []
+    for ex in exemplars:
+        if not isinstance(ex, Exemplar):
+            raise TypeError(f"exemplars must be Exemplar instances, got {type(ex).__name__}")
+        stats = {"skill": ex.skill, "win_rate": f"{ex.win_rate:.2f}"}
+        if ex.kind == "positive":
+            items.append(
+                render("exemplar_positive", **stats, regret=f"{ex.regret:.2f}", code_block=_fenced(ex.source_snippet))
+            )
+        else:
+            items.append(render("exemplar_negative", **stats, reason=" ".join(ex.reason.split())))
+    return _section(render("exemplars", items="\n\n".join(items))) if items else ""
+
+
+def designer_messages(
+    setting: str,
+    document: str | None,
+    skill: str,
+    *,
+    domain: str | None = None,
+    variant: str | None = None,
+    multi_turn: bool = False,
+    exemplars: Sequence[Exemplar] = (),
+    example_source: str | None = None,
+) -> list[Message]:
+    """The designer's system and user messages.
+
+    Args:
+        setting: ``"games"`` or ``"tool_use"``.
+        document: the (truncated) corpus document the environment is built from. Required for games; optional
+            flavour for tool use (``None`` leaves the section out).
+        skill: a skill of ``setting`` (:data:`spade_envs.skills.SKILLS`).
+        domain: tool use only, required: one of :data:`spade_envs.skills.DOMAINS`.
+        variant: tool use only, required: one of :data:`TASK_VARIANTS`.
+        multi_turn: tool use only: ask for 3-5 instructions revealed one at a time.
+        exemplars: memory exemplars to show (positives with code, negatives as one line).
+        example_source: a complete environment to show as the worked example (see :func:`builtin_example`), or
+            ``None`` for no example.
+    """
+    _check_setting(setting)
+    _check_choice(f"{setting} skill", skill, tuple(SKILLS[setting]))
+    if example_source is not None and not example_source.strip():
+        raise ValueError("example_source is empty; pass None to leave the example out")
+    common = {
+        "skill": skill,
+        "skill_description": SKILLS[setting][skill],
+        "exemplars": _exemplar_section(exemplars),
+    }
+    if setting == "games":
+        if domain is not None or variant is not None or multi_turn:
+            raise ValueError("domain, variant and multi_turn apply to tool_use only")
+        if document is None or not document.strip():
+            raise ValueError("games designer prompts need a non-empty document")
+        example = render("example", kind="game", code_block=_fenced(example_source)) if example_source else ""
+        user = render("designer_games_user", **common, document=document.strip(), example=_section(example))
+        return [
+            {"role": "system", "content": render("designer_games_system")},
+            {"role": "user", "content": user},
+        ]
+    _check_choice("domain", domain, DOMAINS)
+    _check_choice("variant", variant, TASK_VARIANTS)
+    doc = render("tool_use_document", document=document.strip()) if document and document.strip() else ""
+    example = render("example", kind="environment", code_block=_fenced(example_source)) if example_source else ""
+    user = render(
+        "designer_tool_use_user",
+        **common,
+        domain=str(domain),
+        document_section=_section(doc),
+        variant=str(variant),
+        variant_description=render(f"variant_{variant}"),
+        instruction_mode=render("instructions_multi" if multi_turn else "instructions_single"),
+        example=_section(example),
+    )
+    return [
+        {"role": "system", "content": render("designer_tool_use_system")},
+        {"role": "user", "content": user},
+    ]
+
+
+def hint_messages(setting: str, env_source: str) -> list[Message]:
+    """The hint writer's messages: it sees the environment's source and nothing else (no instance, no document)."""
+    _check_setting(setting)
+    if not env_source.strip():
+        raise ValueError("env_source is empty")
+    return [
+        {"role": "system", "content": render(f"hint_{setting}_system")},
+        {"role": "user", "content": render(f"hint_{setting}_user", code_block=_fenced(env_source))},
+    ]
+
+
+def agent_system_prompt(setting: str) -> str:
+    r"""How the agent plays: games, reason then command in ``\boxed{}``; tool use, call tools, then ``<answer>``."""
+    _check_setting(setting)
+    return render(f"agent_{setting}_system")
+
+
+def with_hint(observation: str, hint: str) -> str:
+    r"""Append ``"\n\nHINT: <hint>"`` to an observation. Use it on the first observation of hinted plays only."""
+    if not hint.strip():
+        raise ValueError("hint is empty")
+    return render("hint_suffix", observation=observation, hint=hint.strip())
+
+
+def first_turn(setting: str, observation: str) -> str:
+    """The agent's first user message: the environment's first observation in the setting's wrapping."""
+    _check_setting(setting)
+    return render(f"agent_{setting}_first_turn", observation=observation)
+
+
+def agent_messages(setting: str, first_observation: str, hint: str | None = None) -> list[Message]:
+    """The agent's opening messages; ``hint`` (hinted plays only) is appended to the observation before wrapping."""
+    observation = first_observation if hint is None else with_hint(first_observation, hint)
+    return [
+        {"role": "system", "content": agent_system_prompt(setting)},
+        {"role": "user", "content": first_turn(setting, observation)},
+    ]
