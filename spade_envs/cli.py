@@ -143,6 +143,45 @@ def _cmd_play(args: argparse.Namespace) -> int:
     return 0
 
 
+def _client(args: argparse.Namespace):  # noqa: ANN202
+    import os
+
+    from spade_envs.llm import ChatClient
+
+    return ChatClient(args.base_url, args.model, api_key=os.environ.get("OPENAI_API_KEY"))
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    """Let a model behind an OpenAI-compatible endpoint play an environment; print each episode's outcome."""
+    from spade_envs.agent_play import Sampling, model_policy
+    from spade_envs.episode import play
+    from spade_envs.sandbox import RemoteEnv
+
+    source, filename = _read_env_source(args.path)
+    hint = Path(args.hint_file).read_text(encoding="utf-8").strip() if args.hint_file else args.hint
+    client = _client(args)
+    sampling = Sampling(temperature=args.temperature, max_tokens=args.max_tokens)
+    outcomes = []
+    with _pool(args) as pool:
+        env = RemoteEnv(source, pool, filename)
+        try:
+            env.reset(args.seed)
+            tools = env.tools() if env.setting == "tool_use" else None
+            for episode in range(args.episodes):
+                seed = args.seed + episode
+                policy = model_policy(client, env.setting, tools=tools, hint=hint, sampling=sampling)
+                result = play(env, policy, seed, setting=env.setting)
+                outcomes.append(result.outcome)
+                status = "won" if result.won else "truncated" if result.truncated else "lost"
+                print(f"episode {episode} seed {seed}: outcome {result.outcome:g} ({status}) in {result.turns} turns")
+        finally:
+            env.close()
+    wins = sum(o >= 1.0 for o in outcomes)
+    print(f"{env.class_name}: {wins}/{len(outcomes)} won, mean outcome {statistics.mean(outcomes):.3f}"
+          f"{' (with hint)' if hint else ''}")  # fmt: skip
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI on ``argv`` (default ``sys.argv[1:]``) and return the exit status."""
     parser = argparse.ArgumentParser(prog="spade-envs", description=__doc__.splitlines()[0])
@@ -164,7 +203,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     play_cmd.add_argument("path", help="env source file (or a built-in name)")
     play_cmd.add_argument("--seed", type=int, default=0)
     play_cmd.set_defaults(fn=_cmd_play)
-    for command in (validate, play_cmd):
+    run = sub.add_parser("run", help="let a model behind an OpenAI-compatible endpoint play an env")
+    run.add_argument("path", help="env source file (or a built-in name)")
+    run.add_argument("--base-url", required=True, help="endpoint base URL, e.g. http://127.0.0.1:8000/v1")
+    run.add_argument("--model", required=True, help="model name the endpoint serves")
+    group = run.add_mutually_exclusive_group()
+    group.add_argument("--hint", help="privileged hint appended to the first observation")
+    group.add_argument("--hint-file", help="file holding the hint")
+    run.add_argument("--episodes", type=int, default=4)
+    run.add_argument("--seed", type=int, default=0, help="seed of the first episode (then seed+1, ...)")
+    run.add_argument("--temperature", type=float, default=0.6)
+    run.add_argument("--max-tokens", type=int, default=4096)
+    run.set_defaults(fn=_cmd_run)
+    for command in (validate, play_cmd, run):
         command.add_argument("--isolation", default="auto", help="sandbox level: auto, bwrap, landlock, rlimits, none")
     args = parser.parse_args(argv)
     try:

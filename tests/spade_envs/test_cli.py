@@ -50,3 +50,34 @@ def test_play_lets_a_person_win_with_typed_commands(capsys, monkeypatch):
     monkeypatch.setattr("builtins.input", lambda _prompt: next(lines))
     assert main(["play", "VaultCodeEnv", "--seed", "7"]) == 0
     assert "outcome 1: won" in capsys.readouterr().out
+
+
+def test_run_lets_a_scripted_model_play_a_game_and_a_tool_env(capsys, stub_openai):
+    """A stub endpoint replays each env's reference solution: the real sandbox, prompts and play loop run."""
+    from spade_envs.builtin import load_builtin
+
+    for name, hint in (("SequenceOracleEnv", None), ("RetailAfterSalesEnv", "look things up first")):
+        env = load_builtin(name)()
+        scripts = {}
+        for seed in (3, 4):
+            env.reset(seed)
+            scripts[seed] = list(env.solution())
+
+        episodes: list[int] = []
+
+        def respond(body, scripts=scripts, name=name, episodes=episodes):
+            turn = sum(m["role"] == "assistant" for m in body["messages"])
+            if turn == 0:  # a new conversation: the next episode, seeds 3 then 4
+                episodes.append(3 + len(episodes))
+            text = scripts[episodes[-1]][turn]
+            return {"content": f"My move: \\boxed{{{text}}}" if name == "SequenceOracleEnv" else text}
+
+        server = stub_openai(respond)
+        args = ["run", name, "--base-url", server.base_url, "--model", "stub", "--episodes", "2", "--seed", "3"]
+        assert main(args + (["--hint", hint] if hint else [])) == 0
+        out = capsys.readouterr().out
+        assert f"{name}: 2/2 won, mean outcome 1.000" in out
+        assert server.requests[0]["messages"][0]["role"] == "system"
+        if hint:
+            assert "HINT: look things up first" in server.requests[0]["messages"][1]["content"]
+            assert server.requests[0]["tools"]
