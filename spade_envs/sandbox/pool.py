@@ -7,18 +7,21 @@ pool costs about a millisecond. Workers are never reused across environments: ea
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import threading
+import time
 from collections import deque
+from pathlib import Path
 
 from spade_envs.sandbox.config import ISOLATION_LEVELS, SandboxConfig
 from spade_envs.sandbox.errors import SandboxError, SandboxUnavailable
-from spade_envs.sandbox.process import Worker, become_subreaper
+from spade_envs.sandbox.process import Worker, become_subreaper, reap_orphans
 
 __all__ = ["WorkerPool", "probe_isolation"]
 
 log = logging.getLogger(__name__)
-_probed: dict[tuple[str, SandboxConfig], str] = {}
+_probed: dict[tuple[str, int, bool], str] = {}
 
 
 def _works(level: str, config: SandboxConfig) -> str | None:
@@ -42,7 +45,7 @@ def probe_isolation(config: SandboxConfig) -> str:
 
     The result is cached per process and logged, so every run states which protections were active.
     """
-    key = (config.isolation, config)
+    key = (config.isolation, config.memory_mb, config.preload_numpy)  # what decides whether a level works
     if key in _probed:
         return _probed[key]
     candidates = ISOLATION_LEVELS[:-1] if config.isolation == "auto" else (config.isolation,)
@@ -59,6 +62,19 @@ def probe_isolation(config: SandboxConfig) -> str:
         "no isolation level works on this machine (" + "; ".join(reasons) + "). Install bubblewrap and "
         "python3-seccomp (or pyseccomp), or set isolation: none for trusted built-in environments only."
     )
+
+
+def _has_worker_children() -> bool:
+    """Whether this process still has a bubblewrap or python child that is not a live Popen of ours."""
+    for children in Path(f"/proc/{os.getpid()}/task").glob("*/children"):
+        for pid in children.read_text().split():
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text()
+            except OSError:
+                continue
+            if stat[stat.index("(") + 1 : stat.rindex(")")] == "bwrap":
+                return True
+    return False
 
 
 class WorkerPool:
@@ -80,6 +96,12 @@ class WorkerPool:
         self._refiller = threading.Thread(target=self._refill_loop, name="spade-sandbox-refill", daemon=True)
         self._refiller.start()
         self._refill_wanted.set()
+
+    @property
+    def ready_count(self) -> int:
+        """Pre-started workers waiting to be acquired."""
+        with self._lock:
+            return len(self._ready)
 
     def acquire(self, timeout: float | None = None) -> Worker:
         """A ready worker (started now if none is waiting). Blocks while ``max_workers`` are live."""
@@ -139,6 +161,10 @@ class WorkerPool:
             self._live.clear()
         for worker in workers:
             worker.kill()
+        # bubblewrap's inner processes are re-parented to us only as they die: reap until none is left
+        deadline = time.monotonic() + 2.0
+        while reap_orphans() or (time.monotonic() < deadline and _has_worker_children()):
+            time.sleep(0.01)
 
     def __enter__(self) -> WorkerPool:
         return self

@@ -96,6 +96,8 @@ class Worker:
         self.dead = False
         req_r, self._req_w = os.pipe()
         self._resp_r, resp_w = os.pipe()
+        self._poller = select.poll()  # not select.select: that fails on descriptors >= 1024
+        self._poller.register(self._resp_r, select.POLLIN)
         uid = _BASE_UID + next(_uids) % 100_000
         worker_cfg = {
             "rfd": req_r,
@@ -135,7 +137,7 @@ class Worker:
         """
         if self.dead:
             raise EnvCrashed(f"worker {self.proc.pid} is no longer usable")
-        if self._buffer or select.select([self._resp_r], [], [], 0)[0]:
+        if self._buffer or self._poller.poll(0):
             self._fail(ProtocolViolation("the worker sent data nobody asked for"))
         self._seq += 1
         data = protocol.encode({"seq": self._seq, "op": op, **payload})
@@ -152,8 +154,7 @@ class Worker:
         deadline = time.monotonic() + timeout
         cap = self.config.max_response_bytes
         while b"\n" not in self._buffer:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self._resp_r], [], [], left)[0]:
+            if not self._wait_readable(deadline):
                 self._fail(EnvTimeout(f"{op} did not answer within {timeout:g} s; the worker was killed"))
             chunk = os.read(self._resp_r, 1 << 16)
             if not chunk:
@@ -180,6 +181,16 @@ class Worker:
         if kind == "too_large":
             raise OutputTooLarge(f"{op}: {error}")
         raise EnvRaised(f"{op}: {error}", code=code or "exception")
+
+    def _wait_readable(self, deadline: float) -> bool:
+        """Busy-poll briefly (fast replies arrive within microseconds), then sleep in ``poll`` until the deadline."""
+        spin_until = time.perf_counter() + self.config.reply_spin_us / 1e6
+        while time.perf_counter() < spin_until:
+            if self._poller.poll(0):
+                return True
+            os.sched_yield()
+        left = deadline - time.monotonic()
+        return left > 0 and bool(self._poller.poll(max(1, int(left * 1000))))
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
     def _death_note(self, when: str) -> str:

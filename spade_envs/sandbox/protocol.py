@@ -26,7 +26,7 @@ def encode(message: dict[str, Any]) -> bytes:
 
 def decode(line: bytes) -> dict[str, Any]:
     """Parse one line into a dict; ``ValueError`` for anything else (the caller treats it as a violation)."""
-    message = json.loads(line.decode("utf-8"), parse_constant=_refuse_constant)
+    message = _DECODER.decode(line.decode("utf-8"))
     if not isinstance(message, dict):
         raise ValueError(f"a message must be a JSON object, got {type(message).__name__}")
     return message
@@ -34,6 +34,9 @@ def decode(line: bytes) -> dict[str, Any]:
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"non-finite number {name} in message")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)  # built once: json.loads(parse_constant=...) rebuilds it
 
 
 def scrub(value: Any, max_chars: int, depth: int = 0) -> Any:

@@ -91,9 +91,7 @@ class _Server:
         errors, protocol = self.core["errors"], self.core["protocol"]
         signal.setitimer(signal.ITIMER_REAL, self.cfg["soft_timeout_s"])
         try:
-            result = protocol.scrub(self.dispatch(op, request), self.max_chars)
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            return {"seq": seq, "ok": True, "result": result}
+            return {"seq": seq, "ok": True, "result": protocol.scrub(self.dispatch(op, request), self.max_chars)}
         except SoftTimeout:
             kind, code, message = "timeout", "timeout", f"{op} exceeded {self.cfg['soft_timeout_s']} s"
         except errors.InvalidEnvSource as exc:

@@ -1,0 +1,186 @@
+"""``normalized_ast_hash``: one identity for environment code that differs only in cosmetics.
+
+The designer often re-emits a memory exemplar with new comments, docstrings, formatting or local variable names.
+Those copies teach nothing new, so the memory deduplicates them by this hash instead of the raw-text sha256.
+
+Normal form (then the sha256 of ``ast.dump`` without positions):
+
+- comments and formatting vanish with parsing; every statement that is only a string constant (docstrings and
+  "comment strings") is removed, an emptied body becoming ``pass``;
+- inside each function and lambda, its arguments and the names it binds (assignment, ``for``/``with``/``except``
+  targets, comprehension targets, walrus, ``match`` captures, ``del``) are renamed ``_v0``, ``_v1``, ... in order of
+  first appearance (arguments in signature order, then depth-first source order), with one counter for the whole
+  module so that names in different functions never collide; references from nested functions follow the
+  rename; ``global`` names are kept;
+- everything else is kept: module- and class-level names, function, class and method names, attribute names,
+  keyword-argument names at call sites, imports, constants and annotations.
+
+Source that does not parse hashes its text with blank lines dropped and each line stripped.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+
+__all__ = ["normalized_ast_hash"]
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def normalized_ast_hash(source: str) -> str:
+    """Hex sha256 of the normal form of ``source`` (see the module docstring)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):  # ValueError: null bytes
+        text = "\n".join(line.strip() for line in source.splitlines() if line.strip())
+        return hashlib.sha256(b"text\0" + text.encode("utf-8", "surrogatepass")).hexdigest()
+    _strip_string_statements(tree)
+    tree = _Renamer().visit(tree)
+    dump = ast.dump(tree, annotate_fields=False, include_attributes=False)
+    return hashlib.sha256(b"ast\0" + dump.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _strip_string_statements(tree: ast.AST) -> None:
+    for node in ast.walk(tree):
+        for name in ("body", "orelse", "finalbody"):
+            body = getattr(node, name, None)
+            if not isinstance(body, list) or not body or not isinstance(body[0], ast.stmt):
+                continue
+            kept = [s for s in body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)
+                                            and isinstance(s.value.value, str))]  # fmt: skip
+            if name == "body" and not kept:
+                kept = [ast.Pass()]
+            setattr(node, name, kept)
+
+
+def _bound_names(nodes: list[ast.AST]) -> tuple[list[str], set[str], set[str]]:
+    """Names bound directly in a scope (depth-first, source order), plus its ``global`` and ``nonlocal`` names."""
+    bound: dict[str, None] = {}
+    globals_: set[str] = set()
+    nonlocals: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            bound.setdefault(node.id)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.setdefault(node.name)
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            bound.setdefault(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            bound.setdefault(node.rest)
+        elif isinstance(node, ast.Global):
+            globals_.update(node.names)
+        elif isinstance(node, ast.Nonlocal):
+            nonlocals.update(node.names)
+        if isinstance(node, _SCOPES):
+            return  # a nested scope binds its own names; its decorators/defaults are handled by the renamer
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    for node in nodes:
+        visit(node)
+    return list(bound), globals_, nonlocals
+
+
+class _Renamer(ast.NodeTransformer):
+    """Renames function-local names; a scope is ``(is_class, old -> new)``, innermost last."""
+
+    def __init__(self) -> None:
+        self.scopes: list[tuple[bool, dict[str, str]]] = []
+        self.counter = 0
+
+    def _lookup(self, name: str) -> str:
+        for depth, (is_class, mapping) in enumerate(reversed(self.scopes)):
+            if is_class and depth > 0:
+                continue  # class namespaces are invisible to the methods nested in them
+            if name in mapping:
+                return mapping[name]
+        return name
+
+    def _function_scope(self, args: ast.arguments | None, body: list[ast.AST]) -> dict[str, str]:
+        params = []
+        if args is not None:
+            every = [*args.posonlyargs, *args.args, args.vararg, *args.kwonlyargs, args.kwarg]
+            params = [a.arg for a in every if a is not None]
+        bound, globals_, nonlocals = _bound_names(body)
+        mapping = {name: name for name in globals_}
+        for name in dict.fromkeys([*params, *bound]):
+            if name not in globals_ and name not in nonlocals:
+                mapping[name] = f"_v{self.counter}"
+                self.counter += 1
+        return mapping
+
+    def _visit_arguments_outside(self, args: ast.arguments) -> None:
+        """Defaults and annotations are evaluated in the enclosing scope."""
+        args.defaults = [self.visit(d) for d in args.defaults]
+        args.kw_defaults = [None if d is None else self.visit(d) for d in args.kw_defaults]
+        for a in [*args.posonlyargs, *args.args, args.vararg, *args.kwonlyargs, args.kwarg]:
+            if a is not None and a.annotation is not None:
+                a.annotation = self.visit(a.annotation)
+
+    def _rename_args(self, args: ast.arguments, mapping: dict[str, str]) -> None:
+        for a in [*args.posonlyargs, *args.args, args.vararg, *args.kwonlyargs, args.kwarg]:
+            if a is not None:
+                a.arg = mapping.get(a.arg, a.arg)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.AST:
+        node.decorator_list = [self.visit(d) for d in node.decorator_list]
+        self._visit_arguments_outside(node.args)
+        if node.returns is not None:
+            node.returns = self.visit(node.returns)
+        mapping = self._function_scope(node.args, node.body)
+        self._rename_args(node.args, mapping)
+        self.scopes.append((False, mapping))
+        node.body = [self.visit(s) for s in node.body]
+        self.scopes.pop()
+        return node
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
+        self._visit_arguments_outside(node.args)
+        mapping = self._function_scope(node.args, [node.body])
+        self._rename_args(node.args, mapping)
+        self.scopes.append((False, mapping))
+        node.body = self.visit(node.body)
+        self.scopes.pop()
+        return node
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
+        node.decorator_list = [self.visit(d) for d in node.decorator_list]
+        node.bases = [self.visit(b) for b in node.bases]
+        node.keywords = [self.visit(k) for k in node.keywords]
+        bound, _, _ = _bound_names(node.body)
+        self.scopes.append((True, {name: name for name in bound}))
+        node.body = [self.visit(s) for s in node.body]
+        self.scopes.pop()
+        return node
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        node.id = self._lookup(node.id)
+        return node
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> ast.AST:
+        if node.name:
+            node.name = self._lookup(node.name)
+        return self.generic_visit(node)
+
+    def visit_MatchAs(self, node: ast.MatchAs) -> ast.AST:
+        if node.name:
+            node.name = self._lookup(node.name)
+        return self.generic_visit(node)
+
+    def visit_MatchStar(self, node: ast.MatchStar) -> ast.AST:
+        if node.name:
+            node.name = self._lookup(node.name)
+        return node
+
+    def visit_MatchMapping(self, node: ast.MatchMapping) -> ast.AST:
+        if node.rest:
+            node.rest = self._lookup(node.rest)
+        return self.generic_visit(node)
+
+    def visit_Nonlocal(self, node: ast.Nonlocal) -> ast.AST:
+        node.names = [self._lookup(n) for n in node.names]
+        return node
