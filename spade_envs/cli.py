@@ -15,6 +15,7 @@ from pathlib import Path
 
 from spade_envs.builtin import BUILTINS, builtin, builtin_source, load_builtin
 from spade_envs.episode import do_nothing_policy, play, solution_policy
+from spade_envs.errors import SpadeEnvError
 
 __all__ = ["entrypoint", "main"]
 
@@ -182,6 +183,42 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_generate(args: argparse.Namespace) -> int:
+    """The designer pipeline end to end with an external model; writes an env pool directory and a memory file."""
+    from spade_envs.corpus import Corpus
+    from spade_envs.designer import GenerateConfig, generate
+    from spade_envs.memory import EnvMemory
+
+    corpus = Corpus.load(args.corpus) if args.corpus else None
+    config = GenerateConfig(setting=args.setting, n_envs=args.n, max_attempts=args.max_attempts,
+                            plays_per_arm=args.plays, seed=args.seed, multi_turn=args.multi_turn)  # fmt: skip
+    memory = EnvMemory.load(args.memory) if args.memory else None
+    with _pool(args) as pool:
+        outcomes = generate(_client(args), corpus, pool, config, args.out, memory=memory)
+    valid = [o for o in outcomes if o.valid]
+    rows = [(o.env_id or "-", o.skill, f"{o.win_rate:.2f}", f"{o.regret:.2f}", o.hint_failure or "ok",
+             f"{o.designer_reward:+.2f}") for o in valid]  # fmt: skip
+    if rows:
+        print(_table(("env", "skill", "win rate", "regret", "hint", "designer reward"), rows))
+    print(f"\n{len(valid)}/{config.n_envs} envs admitted from {len(outcomes)} designer samples; "
+          f"pool written to {args.out} (envs/, manifest.jsonl, memory.jsonl)")  # fmt: skip
+    return 0 if len(valid) == config.n_envs else 1
+
+
+def _cmd_memory(args: argparse.Namespace) -> int:
+    """Summarise or list an environment memory file."""
+    from spade_envs.memory import EnvMemory
+
+    memory = EnvMemory.load(args.path)
+    if args.action == "stats":
+        print(json.dumps(memory.stats(), indent=2))
+        return 0
+    rows = [(r.env_id, r.setting, r.skill, r.status, f"{r.win_rate:.2f}", f"{r.regret:+.2f}", str(r.plays),
+             str(r.last_played_step)) for r in memory]  # fmt: skip
+    print(_table(("env", "setting", "skill", "status", "win rate", "regret", "plays", "last step"), rows))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI on ``argv`` (default ``sys.argv[1:]``) and return the exit status."""
     parser = argparse.ArgumentParser(prog="spade-envs", description=__doc__.splitlines()[0])
@@ -215,12 +252,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--temperature", type=float, default=0.6)
     run.add_argument("--max-tokens", type=int, default=4096)
     run.set_defaults(fn=_cmd_run)
-    for command in (validate, play_cmd, run):
+    gen = sub.add_parser("generate", help="design, validate, hint and measure envs with an external model")
+    gen.add_argument("--base-url", required=True, help="endpoint base URL, e.g. http://127.0.0.1:8000/v1")
+    gen.add_argument("--model", required=True, help="model name the endpoint serves")
+    gen.add_argument("--corpus", help="JSONL/Parquet/saved-dataset corpus (required for games)")
+    gen.add_argument("--setting", choices=["games", "tool_use"], default="games")
+    gen.add_argument("--n", type=int, default=4, help="admitted environments wanted")
+    gen.add_argument("--out", required=True, help="output directory of the env pool")
+    gen.add_argument("--plays", type=int, default=4, help="plays per arm (no hint / hint), on paired seeds")
+    gen.add_argument("--max-attempts", type=int, default=5, help="designer attempts per environment")
+    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--multi-turn", action="store_true", help="tool use: 3-5 instructions revealed one at a time")
+    gen.add_argument("--memory", help="an existing memory file to draw exemplars from and extend")
+    gen.set_defaults(fn=_cmd_generate)
+    mem = sub.add_parser("memory", help="inspect an environment memory file")
+    mem.add_argument("action", choices=["show", "stats"])
+    mem.add_argument("path")
+    mem.set_defaults(fn=_cmd_memory)
+    for command in (validate, play_cmd, run, gen):
         command.add_argument("--isolation", default="auto", help="sandbox level: auto, bwrap, landlock, rlimits, none")
     args = parser.parse_args(argv)
     try:
         return args.fn(args)
-    except (KeyError, FileNotFoundError) as exc:
+    except (KeyError, FileNotFoundError, SpadeEnvError) as exc:
         print(f"spade-envs: {exc.args[0] if isinstance(exc, KeyError) else exc}", file=sys.stderr)
         return 2
 
