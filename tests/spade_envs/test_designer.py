@@ -8,6 +8,7 @@ extraction, sandboxed validation, hint vetting, paired play, rewards, memory, fi
 
 import json
 import re
+from pathlib import Path
 
 from spade_envs.builtin import BUILTINS, builtin_source, load_builtin
 from spade_envs.cli import main
@@ -57,7 +58,7 @@ def test_generate_builds_a_scored_env_pool(tmp_path, stub_openai, capsys):
     assert "2/2 envs admitted from 3 designer samples" in printed
 
     lines = [json.loads(line) for line in (out / "manifest.jsonl").read_text().splitlines()]
-    corpus_ids = {json.loads(line)["id"] for line in open(CORPUS)}
+    corpus_ids = {json.loads(line)["id"] for line in Path(CORPUS).read_text().splitlines()}
     rejected, *valid = lines
     assert rejected["valid"] is False and rejected["reason"].startswith("syntax_error")
     assert rejected["designer_reward"] < 0
