@@ -14,7 +14,15 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["apply_rlimits", "drop_privileges", "landlock_abi", "load_seccomp", "restrict_filesystem"]
+__all__ = [
+    "apply_rlimits",
+    "drop_capabilities",
+    "drop_privileges",
+    "landlock_abi",
+    "load_seccomp",
+    "restrict_filesystem",
+    "world_readable",
+]
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _PR_SET_NO_NEW_PRIVS = 38
@@ -43,6 +51,40 @@ def apply_rlimits(memory_mb: int, cpu_s: int, file_size_mb: int, open_files: int
         limits.append((resource.RLIMIT_NPROC, processes))
     for which, soft, *hard in limits:
         resource.setrlimit(which, (soft, hard[0] if hard else soft))
+
+
+def world_readable(path: str) -> bool:
+    """Whether a user with no special rights can reach ``path`` (every parent searchable, the path readable)."""
+    import stat
+
+    path = os.path.realpath(path)
+    parts = path.split(os.sep)
+    for i in range(2, len(parts) + 1):
+        mode = os.stat(os.sep.join(parts[:i]) or os.sep).st_mode
+        if stat.S_ISDIR(mode) and not mode & stat.S_IXOTH:
+            return False
+    return bool(os.stat(path).st_mode & stat.S_IROTH)
+
+
+def drop_capabilities() -> None:
+    """Stay uid 0 but give up every capability (effective, permitted, inheritable and bounding set).
+
+    Without ``CAP_SYS_RESOURCE`` the worker cannot raise its rlimits again; without ``CAP_DAC_*`` Landlock and file
+    modes decide what it may open. Used when the interpreter is unreadable for an unprivileged uid.
+    """
+    for cap in range(64):
+        if _libc.prctl(24, cap, 0, 0, 0) != 0 and ctypes.get_errno() == errno.EINVAL:  # PR_CAPBSET_DROP
+            break
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+    header, data = Header(0x20080522, 0), (Data * 2)()  # _LINUX_CAPABILITY_VERSION_3, all zero
+    if _libc.syscall(126 if os.uname().machine == "x86_64" else 91, ctypes.byref(header), data) != 0:  # capset
+        raise OSError(ctypes.get_errno(), "capset failed")
 
 
 def drop_privileges(uid: int, scratch: str) -> None:

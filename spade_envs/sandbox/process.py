@@ -127,7 +127,11 @@ class Worker:
             os.close(req_r)
             os.close(resp_w)
         self.started = time.monotonic()
-        self.info = self._read_reply(0, config.start_timeout_s, "start")
+        try:
+            self.info = self._read_reply(0, config.start_timeout_s, "start")
+        except SandboxError:
+            self.kill()  # a worker that could not harden itself must not linger
+            raise
 
     # -- calls ----------------------------------------------------------------------------------------------------
     def call(self, op: str, timeout: float | None = None, **payload: Any) -> Any:

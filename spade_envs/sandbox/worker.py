@@ -48,12 +48,21 @@ def _harden(cfg: dict[str, Any], hardening: Any) -> None:
     level = cfg["level"]
     if level == "none":
         return
-    as_root = os.geteuid() == 0
-    if as_root and level in ("landlock", "rlimits"):
-        hardening.drop_privileges(cfg["uid"], cfg["scratch"])
+    own_uid = False
+    if os.geteuid() == 0 and level in ("landlock", "rlimits"):
+        if all(hardening.world_readable(p) for p in cfg["read_only"] if os.path.exists(p)):
+            hardening.drop_privileges(cfg["uid"], cfg["scratch"])
+            own_uid = True
+        elif level == "landlock":  # Landlock confines the files; without capabilities uid 0 gains nothing more
+            hardening.drop_capabilities()
+        else:
+            raise PermissionError(
+                "the rlimits level needs an interpreter readable by an unprivileged uid, and this one is not "
+                f"(check the permissions of {sys.base_prefix}); use the bwrap or landlock level"
+            )
     limits = cfg["limits"]
     # RLIMIT_NPROC counts every process of the host uid: only meaningful once the worker has a uid of its own.
-    nproc = limits["processes"] if as_root and level in ("landlock", "rlimits") else None
+    nproc = limits["processes"] if own_uid else None
     hardening.apply_rlimits(limits["memory_mb"], limits["cpu_s"], limits["file_size_mb"], limits["open_files"], nproc)
     if level == "landlock":
         hardening.restrict_filesystem(cfg["read_only"], [cfg["scratch"], "/dev/null"])
@@ -167,7 +176,12 @@ def main() -> None:
         __import__(name)  # stdlib modules env code commonly uses: loaded once, before any env code arrives
 
     os.chdir(cfg["scratch"])
-    _harden(cfg, core["hardening"])
+    server = _Server(cfg, core)
+    try:
+        _harden(cfg, core["hardening"])
+    except Exception as exc:  # report why this level cannot work here, then stop
+        server.send({"seq": 0, "ok": False, "kind": "raised", "code": "hardening_failed", "error": str(exc)})
+        os._exit(4)
     sys.setrecursionlimit(3000)
     sys.dont_write_bytecode = True
 
@@ -175,7 +189,7 @@ def main() -> None:
         raise SoftTimeout
 
     signal.signal(signal.SIGALRM, on_alarm)
-    _Server(cfg, core).serve()
+    server.serve()
 
 
 if __name__ == "__main__":
