@@ -31,5 +31,10 @@ setup(
         # Megatron backend: megatron-core >= 0.17 needs Python 3.12; install this extra only there.
         "megatron": ["verl[megatron]==0.9.1; python_version >= '3.12'"],
     },
-    entry_points={"console_scripts": ["spade-envs=spade_envs.cli:entrypoint"]},
+    entry_points={
+        "console_scripts": ["spade-envs=spade_envs.cli:entrypoint"],
+        # verl imports this in every process: it registers the `cpu` platform and the `hf` rollout, and patches
+        # verl for CPU only when VERL_PLATFORM=cpu (recipe/spade/cpu/plugin.py).
+        "verl.plugins": ["spade_cpu=recipe.spade.cpu.plugin"],
+    },
 )

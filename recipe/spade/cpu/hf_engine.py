@@ -1,0 +1,189 @@
+"""Batched token-in/token-out generation with a plain Hugging Face model (no verl): the CPU rollout's engine.
+
+Agent loops send many requests at once; :class:`BatchedGenerator` collects whatever is pending (up to
+``max_batch``), left-pads it into one batch and decodes with a KV cache, honouring each request's own sampling
+parameters. Log-probs are those of the sampling distribution before top-p/top-k filtering (log-softmax of the logits
+divided by the temperature; greedy requests use the raw logits), as vLLM reports them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+__all__ = ["BatchedGenerator", "Generation", "SamplingRequest"]
+
+
+@dataclass
+class SamplingRequest:
+    """One request: prompt token ids and its sampling parameters (``temperature`` 0 means greedy)."""
+
+    prompt_ids: list[int]
+    max_tokens: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    repetition_penalty: float = 1.0
+    ignore_eos: bool = False
+    logprobs: bool = False
+
+    @classmethod
+    def from_params(cls, prompt_ids: list[int], params: dict[str, Any], max_tokens: int) -> SamplingRequest:
+        """Build from verl/vLLM-style sampling params; unknown keys are ignored, as vLLM's server does."""
+        return cls(
+            prompt_ids=list(prompt_ids),
+            max_tokens=max_tokens,
+            temperature=float(params.get("temperature", 1.0)),
+            top_p=float(params.get("top_p", 1.0)),
+            top_k=int(params.get("top_k", -1) or -1),
+            repetition_penalty=float(params.get("repetition_penalty", 1.0) or 1.0),
+            ignore_eos=bool(params.get("ignore_eos", False)),
+            logprobs=bool(params.get("logprobs", False)),
+        )
+
+
+@dataclass
+class Generation:
+    """Generated token ids, their log-probs (if asked) and why generation stopped (``completed`` or ``length``)."""
+
+    token_ids: list[int]
+    log_probs: list[float] | None
+    stop_reason: str
+
+
+@dataclass
+class _Pending:
+    request: SamplingRequest
+    future: asyncio.Future = field(repr=False)
+
+
+class BatchedGenerator:
+    """Serve concurrent :meth:`generate` calls from one model, batching whatever is pending.
+
+    ``lock`` serialises generation with weight updates (:meth:`load_state_dict`), so a batch never sees
+    half-updated weights.
+    """
+
+    def __init__(self, model: torch.nn.Module, eos_ids: list[int], pad_id: int, max_batch: int = 32) -> None:
+        self.model = model.eval()
+        self.eos_ids = set(eos_ids)
+        self.pad_id = pad_id
+        self.max_batch = max_batch
+        self.lock = threading.Lock()
+        self._queue: asyncio.Queue[_Pending] | None = None
+        self._worker: asyncio.Task | None = None
+        self.batches_run = 0
+        self.largest_batch = 0
+
+    async def generate(self, request: SamplingRequest) -> Generation:
+        """Queue ``request`` and wait for its result."""
+        loop = asyncio.get_running_loop()
+        if self._queue is None:
+            self._queue = asyncio.Queue()
+        if self._worker is None or self._worker.done():
+            self._worker = loop.create_task(self._serve())
+        pending = _Pending(request, loop.create_future())
+        await self._queue.put(pending)
+        return await pending.future
+
+    async def _serve(self) -> None:
+        assert self._queue is not None
+        while True:
+            batch = [await self._queue.get()]
+            while len(batch) < self.max_batch and not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            try:
+                results = await asyncio.to_thread(self.run_batch, [p.request for p in batch])
+            except Exception as exc:  # noqa: BLE001  (every waiter must learn of the failure)
+                for p in batch:
+                    if not p.future.done():
+                        p.future.set_exception(exc)
+                continue
+            for p, result in zip(batch, results):
+                if not p.future.done():
+                    p.future.set_result(result)
+
+    def load_state_dict(self, state_dict: dict[str, torch.Tensor], tied_embeddings: bool) -> None:
+        """Replace the weights; any missing or unexpected key is an error (except a tied ``lm_head``)."""
+        with self.lock:
+            missing, unexpected = self.model.load_state_dict(state_dict, strict=False)
+            missing = [k for k in missing if not (tied_embeddings and k == "lm_head.weight")]
+            if missing or unexpected:
+                raise KeyError(f"weight update does not match the model: missing {missing[:5]}, unexpected {unexpected[:5]}")
+
+    @torch.no_grad()
+    def run_batch(self, requests: list[SamplingRequest]) -> list[Generation]:
+        """Generate for ``requests`` together (blocking); each row stops at EOS or at its own ``max_tokens``."""
+        with self.lock:
+            self.batches_run += 1
+            self.largest_batch = max(self.largest_batch, len(requests))
+            return self._decode(requests)
+
+    def _decode(self, requests: list[SamplingRequest]) -> list[Generation]:
+        n = len(requests)
+        width = max(len(r.prompt_ids) for r in requests)
+        ids = torch.full((n, width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((n, width), dtype=torch.long)
+        for i, r in enumerate(requests):
+            ids[i, width - len(r.prompt_ids) :] = torch.tensor(r.prompt_ids, dtype=torch.long)
+            mask[i, width - len(r.prompt_ids) :] = 1
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
+        past, logits = out.past_key_values, out.logits[:, -1, :].float()
+        seen = [list(r.prompt_ids) for r in requests]
+        tokens: list[list[int]] = [[] for _ in requests]
+        logps: list[list[float]] = [[] for _ in requests]
+        done = [False] * n
+        reasons = ["length"] * n
+        last_pos = positions[:, -1]
+        for _ in range(max(r.max_tokens for r in requests)):
+            chosen = torch.full((n,), self.pad_id, dtype=torch.long)
+            for i, r in enumerate(requests):
+                if done[i]:
+                    continue
+                token, logp = self._sample(logits[i], r, seen[i])
+                chosen[i] = token
+                tokens[i].append(token)
+                seen[i].append(token)
+                if r.logprobs:
+                    logps[i].append(logp)
+                if token in self.eos_ids and not r.ignore_eos:
+                    done[i], reasons[i] = True, "completed"
+                elif len(tokens[i]) >= r.max_tokens:
+                    done[i] = True
+            if all(done):
+                break
+            mask = torch.cat([mask, torch.ones((n, 1), dtype=torch.long)], dim=1)
+            last_pos = last_pos + 1
+            out = self.model(input_ids=chosen[:, None], attention_mask=mask, position_ids=last_pos[:, None],
+                             past_key_values=past, use_cache=True)  # fmt: skip
+            past, logits = out.past_key_values, out.logits[:, -1, :].float()
+        return [Generation(t, lp if r.logprobs else None, why) for t, lp, r, why in zip(tokens, logps, requests, reasons)]
+
+    @staticmethod
+    def _sample(logits: torch.Tensor, r: SamplingRequest, seen: list[int]) -> tuple[int, float]:
+        if r.repetition_penalty != 1.0 and seen:
+            idx = torch.tensor(sorted(set(seen)), dtype=torch.long)
+            picked = logits[idx]
+            logits = logits.clone()
+            logits[idx] = torch.where(picked > 0, picked / r.repetition_penalty, picked * r.repetition_penalty)
+        if r.temperature <= 0:
+            token = int(torch.argmax(logits))
+            return token, float(torch.log_softmax(logits, -1)[token])
+        scaled = logits / r.temperature
+        logp_all = torch.log_softmax(scaled, -1)
+        filtered = scaled.clone()
+        if 0 < r.top_k < filtered.numel():
+            kth = torch.topk(filtered, r.top_k).values[-1]
+            filtered[filtered < kth] = float("-inf")
+        if r.top_p < 1.0:
+            sorted_logits, order = torch.sort(filtered, descending=True)
+            cumulative = torch.softmax(sorted_logits, -1).cumsum(-1)
+            drop = cumulative - torch.softmax(sorted_logits, -1) > r.top_p
+            filtered[order[drop]] = float("-inf")
+        token = int(torch.multinomial(torch.softmax(filtered, -1), 1))
+        return token, float(logp_all[token])

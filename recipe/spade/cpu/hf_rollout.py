@@ -1,0 +1,218 @@
+"""The ``hf`` rollout for verl 0.9.1: a Ray server actor, its replica, and the in-worker adapter.
+
+verl registers only vLLM, SGLang and TensorRT-LLM rollouts; none runs on CPU. This module mirrors the structure of
+verl's vLLM server path (the methods verl calls by name on a server, a :class:`RolloutReplica`, a
+:class:`BaseRollout` adapter inside the actor worker) around :class:`~recipe.spade.cpu.hf_engine.BatchedGenerator`.
+Weights reach the server through verl's naive sync path: every rank consumes the parameter generator (it drives
+FSDP collectives), and rollout rank 0 ships the full state dict through the Ray object store.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
+
+import ray
+import torch
+from verl.utils.config import omega_conf_to_dataclass
+from verl.workers.rollout.base import BaseRollout
+from verl.workers.rollout.replica import RolloutReplica, TokenOutput
+
+from recipe.spade.cpu.hf_engine import BatchedGenerator, SamplingRequest
+
+__all__ = ["HFReplica", "HFRolloutServer", "HFServerAdapter", "server_name"]
+
+logger = logging.getLogger(__name__)
+
+
+def server_name(replica_rank: int, kind: str = "", suffix: str = "") -> str:
+    """Ray actor name of a replica's server (``kind``: ``""``, ``"reward"`` or ``"teacher"``)."""
+    return f"hf_server_{kind + '_' if kind else ''}{replica_rank}_0{suffix}"
+
+
+class HFRolloutServer:
+    """One model served token-in/token-out. Runs as an async Ray actor; methods are called by name by verl."""
+
+    def __init__(self, config: Any, model_config: Any, replica_rank: int = 0, max_batch: int = 32) -> None:
+        from transformers import AutoModelForCausalLM, GenerationConfig
+
+        torch.set_num_threads(max(1, int(os.environ.get("HF_ROLLOUT_THREADS", "1"))))
+        self.config = omega_conf_to_dataclass(config)
+        self.model_config = model_config
+        path = getattr(model_config, "local_path", None) or model_config.path
+        trust = bool(getattr(model_config, "trust_remote_code", False))
+        model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32, attn_implementation="sdpa",
+                                                     trust_remote_code=trust)  # fmt: skip
+        gen = GenerationConfig.from_model_config(model.config)
+        try:
+            gen = GenerationConfig.from_pretrained(path)
+        except OSError:
+            pass
+        eos = gen.eos_token_id if isinstance(gen.eos_token_id, list) else [gen.eos_token_id]
+        pad = gen.pad_token_id if gen.pad_token_id is not None else eos[0]
+        self.tied = bool(getattr(model.config, "tie_word_embeddings", False))
+        self.engine = BatchedGenerator(model, [e for e in eos if e is not None], pad, max_batch=max_batch)
+        self.replica_rank = replica_rank
+        self.global_steps: int | None = None
+        self.weight_version = 0
+
+    async def generate(
+        self,
+        prompt_ids: list[int],
+        sampling_params: dict[str, Any],
+        request_id: str,
+        image_data: Any = None,
+        video_data: Any = None,
+        audio_data: Any = None,
+        mm_processor_kwargs: Any = None,
+        priority: int = 0,
+        **_: Any,
+    ) -> TokenOutput:
+        """Token-in/token-out generation; the length rules follow verl's vLLM server."""
+        if image_data is not None or video_data is not None or audio_data is not None:
+            raise ValueError("the hf rollout serves text models only")
+        params = dict(sampling_params)
+        room = self.config.max_model_len - len(prompt_ids) if self.config.max_model_len else None
+        if "max_tokens" in params:
+            max_tokens = params.pop("max_tokens")
+        elif "max_new_tokens" in params:
+            max_tokens = params.pop("max_new_tokens")
+        else:
+            budget = self.config.prompt_length + self.config.response_length - len(prompt_ids)
+            max_tokens = min(self.config.response_length, budget)
+        if room is not None:
+            if room < 1:
+                raise ValueError(f"prompt of {len(prompt_ids)} tokens leaves no room within max_model_len")
+            max_tokens = min(max_tokens, room)
+        request = SamplingRequest.from_params(prompt_ids, params, max(1, int(max_tokens)))
+        result = await self.engine.generate(request)
+        return TokenOutput(
+            token_ids=result.token_ids,
+            log_probs=result.log_probs,
+            stop_reason="completed",
+            extra_fields={"global_steps": self.global_steps},
+        )
+
+    async def update_weights(self, state_dict: dict[str, torch.Tensor]) -> int:
+        """Load a full state dict from the actor; returns the new weight version."""
+        self.engine.load_state_dict(state_dict, tied_embeddings=self.tied)
+        self.weight_version += 1
+        logger.info("hf rollout %d: loaded %d tensors (weight version %d)", self.replica_rank, len(state_dict),
+                    self.weight_version)  # fmt: skip
+        return self.weight_version
+
+    async def set_global_steps(self, global_steps: int) -> None:
+        self.global_steps = global_steps
+
+    async def stats(self) -> dict[str, int]:
+        """Batching statistics (for tests and logs)."""
+        return {"batches": self.engine.batches_run, "largest_batch": self.engine.largest_batch,
+                "weight_version": self.weight_version}  # fmt: skip
+
+    # Memory management and profiling calls that only make sense on accelerators: accepted, nothing to do.
+    async def wake_up(self, tags: list[str] | None = None) -> None:
+        return None
+
+    async def sleep(self) -> None:
+        return None
+
+    async def clear_kv_cache(self) -> None:
+        return None
+
+    async def release_kv_cache(self) -> None:
+        return None
+
+    async def resume_kv_cache(self) -> None:
+        return None
+
+    async def wait_for_requests_to_drain(self) -> None:
+        return None
+
+    async def resume_generation(self) -> None:
+        return None
+
+    async def start_profile(self, **_: Any) -> None:
+        return None
+
+    async def stop_profile(self) -> None:
+        return None
+
+    async def abort_all_requests(self, reset_prefix_cache: bool = True, reject_request: bool = False) -> dict:
+        return {"aborted_count": 0, "request_ids": []}
+
+    async def abort_request(self, request_id: str, reset_prefix_cache: bool = True) -> dict:
+        return {"aborted": False, "request_id": request_id}
+
+
+class HFReplica(RolloutReplica):
+    """One ``hf`` server per replica, in its own CPU actor (no accelerator, no HTTP: the address is the name)."""
+
+    def rollout_worker_use_gpu(self) -> bool:
+        return False
+
+    async def launch_servers(self) -> None:
+        if self.world_size != 1:
+            raise ValueError(f"the hf rollout needs tensor/data/pipeline parallel size 1, got world size {self.world_size}")
+        kind = "reward" if self.is_reward_model else "teacher" if self.is_teacher_model else ""
+        name = server_name(self.replica_rank, kind, self.name_suffix)
+        actor = (
+            ray.remote(HFRolloutServer)
+            .options(name=name, num_cpus=0, max_concurrency=self.max_concurrency)
+            .remote(config=self.config, model_config=self.model_config, replica_rank=self.replica_rank)
+        )
+        self.servers = [actor]
+        self._server_handle = actor
+        self._server_address = name
+
+
+class HFServerAdapter(BaseRollout):
+    """The rollout object inside each actor worker: forwards weight updates to its replica's server."""
+
+    def __init__(self, config: Any, model_config: Any, device_mesh: Any, replica_rank: int = -1) -> None:
+        super().__init__(config, model_config, device_mesh)
+        world = (self.config.tensor_model_parallel_size * self.config.data_parallel_size
+                 * self.config.pipeline_model_parallel_size)  # fmt: skip
+        rank = int(os.environ.get("RANK", "0"))
+        self.replica_rank = rank // world if replica_rank == -1 else replica_rank
+        self.rollout_rank = rank % world
+        self._server: Any = None
+
+    def _server_handle(self) -> Any:
+        if self._server is None:
+            self._server = ray.get_actor(server_name(self.replica_rank))
+        return self._server
+
+    async def resume(self, tags: list[str]) -> None:
+        return None
+
+    async def release(self) -> None:
+        return None
+
+    @torch.no_grad()
+    async def update_weights(
+        self,
+        weights: Iterable[tuple[str, torch.Tensor]] | AsyncIterator[tuple[str, torch.Tensor]],
+        global_steps: int | None = None,
+        wire_format: str = "named_tensors",
+        **kwargs: Any,
+    ) -> None:
+        """Consume the whole generator on every rank; rollout rank 0 sends the full fp32 state dict."""
+        if wire_format != "named_tensors":
+            raise NotImplementedError(f"the hf rollout accepts wire_format='named_tensors', got {wire_format!r}")
+        if kwargs.get("peft_config") is not None:
+            raise NotImplementedError("LoRA adapters are not supported by the hf rollout; set lora.merge=True")
+        state: dict[str, torch.Tensor] = {}
+        if hasattr(weights, "__aiter__"):
+            async for name, tensor in weights:  # type: ignore[union-attr]
+                state[name] = tensor.detach().to("cpu", torch.float32).clone()
+        else:
+            for name, tensor in weights:  # type: ignore[union-attr]
+                state[name] = tensor.detach().to("cpu", torch.float32).clone()
+        if self.rollout_rank != 0:
+            return
+        server = self._server_handle()
+        await server.update_weights.remote(state)
+        if global_steps is not None:
+            await server.set_global_steps.remote(global_steps)

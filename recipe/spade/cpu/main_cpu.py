@@ -1,0 +1,73 @@
+"""``python -m recipe.spade.cpu.main_cpu [overrides]``: verl 0.9.1's own PPO/GRPO trainer, on CPU, in one command.
+
+Sets the machine facts verl reads from the environment (before verl is imported), materialises the tiny model and
+dataset when the config asks for ``tiny``, sizes Ray's declared resources, then runs verl's trainer exactly as
+``python -m verl.trainer.main_ppo`` would.
+"""
+
+from __future__ import annotations
+
+import os
+
+# Machine facts, read by verl at import time in this process and inherited by the Ray workers it starts.
+_ENV = {
+    "VERL_PLATFORM": "cpu",
+    "VERL_USE_EXTERNAL_MODULES": "recipe.spade.cpu.plugin",
+    "TOKENIZERS_PARALLELISM": "false",
+    "OMP_NUM_THREADS": "1",
+    "HYDRA_FULL_ERROR": "1",
+    "RAY_DEDUP_LOGS": "0",
+    "WANDB_MODE": "disabled",
+    "RAY_AUTH_MODE": "disabled",
+}
+for _key, _value in _ENV.items():
+    os.environ.setdefault(_key, _value)
+
+import hydra  # noqa: E402
+from omegaconf import DictConfig, open_dict  # noqa: E402
+
+__all__ = ["main", "materialise"]
+
+
+def materialise(config: DictConfig) -> None:
+    """Replace ``tiny`` model and data paths by real ones (built once, then reused) and size Ray's resources."""
+    from recipe.spade.cpu.tiny_data import write_tiny_dataset
+    from recipe.spade.cpu.tiny_model import build_tiny_qwen3
+
+    with open_dict(config):
+        model = config.actor_rollout_ref.model
+        if model.path == "tiny":
+            model.path = str(build_tiny_qwen3(config.spade_cpu.tiny_model_dir))
+        for key in ("train_files", "val_files"):
+            if config.data[key] == "tiny":
+                split = "train" if key == "train_files" else "val"
+                config.data[key] = str(
+                    write_tiny_dataset(config.spade_cpu.tiny_data_dir, split, config.spade_cpu.tiny_data_size)
+                )
+        config.ray_kwargs.ray_init.num_gpus = config.trainer.n_gpus_per_node * config.trainer.nnodes
+
+
+@hydra.main(config_path="../config", config_name="cpu", version_base=None)
+def main(config: DictConfig) -> None:
+    """Hydra entry point: the CPU preset composed on verl's ppo_trainer, plus any command-line overrides."""
+    from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+    from verl.utils.device import auto_set_device
+
+    from recipe.spade import check_verl_version
+
+    check_verl_version()
+    materialise(config)
+    auto_set_device(config)
+    validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+    if config.trainer.use_v1:
+        run_ppo(config, task_runner_class=TaskRunnerV1)
+    else:
+        from verl.trainer.main_ppo_v0 import TaskRunner
+
+        run_ppo(config, task_runner_class=TaskRunner)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,27 @@
+"""verl plugin entry point: importing this module makes verl 0.9.1 able to run on CPU.
+
+verl imports it in every process (driver and Ray workers) through the ``verl.plugins`` entry point this package
+declares, or through ``VERL_USE_EXTERNAL_MODULES=recipe.spade.cpu.plugin``. It always registers the ``cpu``
+platform and the ``hf`` rollout (harmless on GPU hosts: neither is chosen unless asked for), and applies the
+monkeypatches only when ``VERL_PLATFORM=cpu``. Importing it twice is harmless.
+"""
+
+from __future__ import annotations
+
+import os
+
+from verl.workers.rollout.replica import RolloutReplicaRegistry
+
+from recipe.spade.cpu import platform as _platform  # noqa: F401  (registers PlatformCPU)
+from recipe.spade.cpu import patches
+
+
+def _load_hf_replica() -> type:
+    from recipe.spade.cpu.hf_rollout import HFReplica
+
+    return HFReplica
+
+
+RolloutReplicaRegistry.register("hf", _load_hf_replica)
+if os.environ.get("VERL_PLATFORM", "").strip().lower() == "cpu":
+    patches.apply_all()
