@@ -13,6 +13,7 @@ from typing import Any
 
 from spade_envs.contract import StepResult
 from spade_envs.gym_adapter import TextEnv
+from spade_envs.sandbox.errors import ProtocolViolation
 from spade_envs.sandbox.pool import WorkerPool
 from spade_envs.sandbox.process import Worker
 from spade_envs.sandbox.protocol import check_step_result
@@ -42,10 +43,18 @@ class RemoteEnv:
         return obs, info
 
     def step(self, action: str) -> StepResult:
-        return check_step_result(self.worker.call("step", action=action))
+        return self._checked(self.worker.call("step", action=action))
 
     def step_calls(self, calls: list[dict[str, Any]], answer: str | None = None) -> StepResult:
-        return check_step_result(self.worker.call("step_calls", calls=calls, answer=answer))
+        return self._checked(self.worker.call("step_calls", calls=calls, answer=answer))
+
+    def _checked(self, result: Any) -> StepResult:
+        """The worker already checked this; a reply that fails the host's check means env code subverted it."""
+        try:
+            return check_step_result(result)
+        except ValueError as exc:
+            self.worker.kill()
+            raise ProtocolViolation(f"the worker returned an invalid step result: {exc}") from exc
 
     def call_tool(self, name: str, arguments: Any) -> str:
         return self.worker.call("call_tool", name=name, arguments=arguments)

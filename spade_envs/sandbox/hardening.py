@@ -16,8 +16,8 @@ from typing import Any
 
 __all__ = [
     "apply_rlimits",
-    "drop_capabilities",
     "drop_privileges",
+    "drop_to_uid_keeping_read_search",
     "landlock_abi",
     "load_seccomp",
     "restrict_filesystem",
@@ -34,7 +34,11 @@ DENIED_SYSCALLS = (
     "process_vm_writev", "mount", "umount2", "unshare", "setns", "chroot", "pivot_root", "bpf", "perf_event_open",
     "add_key", "request_key", "keyctl", "userfaultfd", "io_uring_setup", "kexec_load", "kexec_file_load",
     "init_module", "finit_module", "delete_module", "reboot", "swapon", "swapoff", "mknod", "mknodat", "setsid",
-    "setpgid", "tkill", "personality",
+    "setpgid", "tkill", "personality", "pidfd_open", "pidfd_getfd", "pidfd_send_signal", "rt_tgsigqueueinfo",
+    # No env needs to change ownership, modes or timestamps of files; refusing them is a second layer in case a
+    # worker runs as the owner of host files.
+    "chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat", "utime", "utimes",
+    "utimensat", "futimesat", "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr",
 )  # fmt: skip
 
 
@@ -66,25 +70,41 @@ def world_readable(path: str) -> bool:
     return bool(os.stat(path).st_mode & stat.S_IROTH)
 
 
-def drop_capabilities() -> None:
-    """Stay uid 0 but give up every capability (effective, permitted, inheritable and bounding set).
+_CAP_DAC_READ_SEARCH = 2
 
-    Without ``CAP_SYS_RESOURCE`` the worker cannot raise its rlimits again; without ``CAP_DAC_*`` Landlock and file
-    modes decide what it may open. Used when the interpreter is unreadable for an unprivileged uid.
-    """
-    for cap in range(64):
-        if _libc.prctl(24, cap, 0, 0, 0) != 0 and ctypes.get_errno() == errno.EINVAL:  # PR_CAPBSET_DROP
-            break
 
+def _capset(effective: int, permitted: int) -> None:
     class Header(ctypes.Structure):
         _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
 
     class Data(ctypes.Structure):
         _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
-    header, data = Header(0x20080522, 0), (Data * 2)()  # _LINUX_CAPABILITY_VERSION_3, all zero
-    if _libc.syscall(126 if os.uname().machine == "x86_64" else 91, ctypes.byref(header), data) != 0:  # capset
+    data = (Data * 2)()
+    data[0].effective, data[0].permitted = effective, permitted  # capabilities 0-31 are all we keep at most
+    number = {"x86_64": 126, "aarch64": 91}.get(os.uname().machine)
+    if number is None or _libc.syscall(number, ctypes.byref(Header(0x20080522, 0)), data) != 0:  # capset, v3
         raise OSError(ctypes.get_errno(), "capset failed")
+
+
+def drop_to_uid_keeping_read_search(uid: int, scratch: str) -> None:
+    """As root: become ``uid`` but keep ``CAP_DAC_READ_SEARCH`` and nothing else.
+
+    For an interpreter installed where other uids cannot read it (``/root/.pyenv``): the worker may then read any
+    file, so this is only safe under Landlock, which confines reads to the interpreter, the package and scratch.
+    As a non-owner uid without ``CAP_FOWNER`` it cannot chmod, chown or touch host files, nor raise its rlimits.
+    """
+    for cap in range(64):  # bounding set: nothing can be regained later
+        if cap != _CAP_DAC_READ_SEARCH and _libc.prctl(24, cap, 0, 0, 0) != 0 and ctypes.get_errno() == errno.EINVAL:
+            break  # PR_CAPBSET_DROP: past the last capability this kernel knows
+    if _libc.prctl(8, 1, 0, 0, 0) != 0:  # PR_SET_KEEPCAPS: keep the permitted set across setuid
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_KEEPCAPS) failed")
+    os.chown(scratch, uid, uid)
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
+    bit = 1 << _CAP_DAC_READ_SEARCH
+    _capset(effective=bit, permitted=bit)
 
 
 def drop_privileges(uid: int, scratch: str) -> None:

@@ -35,6 +35,7 @@ from spade_envs.sandbox.errors import (
 __all__ = ["Worker", "become_subreaper", "reap_orphans"]
 
 _ROOT = str(Path(__file__).resolve().parents[2])
+_PACKAGE = str(Path(__file__).resolve().parents[1])
 _WORKER = str(Path(__file__).resolve().with_name("worker.py"))
 _uids = itertools.count(os.getpid() % 1000 * 1000)
 _BASE_UID = 200_000
@@ -64,7 +65,8 @@ def reap_orphans() -> int:
 
 
 def _read_only_paths() -> list[str]:
-    paths = {"/usr", "/etc/ld.so.cache", "/etc/alternatives", "/etc/localtime", _ROOT}
+    # The package itself, not the repository around it (which may hold a developer's secrets).
+    paths = {"/usr", "/etc/ld.so.cache", "/etc/alternatives", "/etc/localtime", _PACKAGE}
     paths |= {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
     paths |= {p for p in sys.path if p and os.path.isdir(p) and not p.startswith(_ROOT)}
     return sorted(p for p in paths if os.path.exists(p))
@@ -82,7 +84,8 @@ def _bwrap_prefix(scratch: str) -> list[str]:
         if not any(path != other and path.startswith(other.rstrip("/") + "/") for other in paths):
             args += ["--ro-bind", path, path]
     args += ["--tmpfs", "/tmp", "--bind", scratch, scratch, "--proc", "/proc", "--dev", "/dev"]
-    return args + ["--chdir", scratch, "--uid", "65534", "--gid", "65534", "--"]
+    # The sandbox's own root (a tmpfs holding the mount points) becomes read-only too: only scratch and /tmp write.
+    return args + ["--remount-ro", "/", "--chdir", scratch, "--uid", "65534", "--gid", "65534", "--"]
 
 
 class Worker:

@@ -49,17 +49,17 @@ def _harden(cfg: dict[str, Any], hardening: Any) -> None:
     if level == "none":
         return
     own_uid = False
-    if os.geteuid() == 0 and level in ("landlock", "rlimits"):
+    if os.geteuid() == 0 and level in ("landlock", "rlimits"):  # env code never runs as uid 0
         if all(hardening.world_readable(p) for p in cfg["read_only"] if os.path.exists(p)):
             hardening.drop_privileges(cfg["uid"], cfg["scratch"])
-            own_uid = True
-        elif level == "landlock":  # Landlock confines the files; without capabilities uid 0 gains nothing more
-            hardening.drop_capabilities()
+        elif level == "landlock":  # Landlock confines the reads that CAP_DAC_READ_SEARCH would otherwise allow
+            hardening.drop_to_uid_keeping_read_search(cfg["uid"], cfg["scratch"])
         else:
             raise PermissionError(
                 "the rlimits level needs an interpreter readable by an unprivileged uid, and this one is not "
                 f"(check the permissions of {sys.base_prefix}); use the bwrap or landlock level"
             )
+        own_uid = True
     limits = cfg["limits"]
     # RLIMIT_NPROC counts every process of the host uid: only meaningful once the worker has a uid of its own.
     nproc = limits["processes"] if own_uid else None
@@ -100,7 +100,10 @@ class _Server:
         errors, protocol = self.core["errors"], self.core["protocol"]
         signal.setitimer(signal.ITIMER_REAL, self.cfg["soft_timeout_s"])
         try:
-            return {"seq": seq, "ok": True, "result": protocol.scrub(self.dispatch(op, request), self.max_chars)}
+            try:
+                return {"seq": seq, "ok": True, "result": protocol.scrub(self.dispatch(op, request), self.max_chars)}
+            finally:  # disarm before any handler runs: formatting a huge traceback must not be interrupted
+                signal.setitimer(signal.ITIMER_REAL, 0)
         except SoftTimeout:
             kind, code, message = "timeout", "timeout", f"{op} exceeded {self.cfg['soft_timeout_s']} s"
         except errors.InvalidEnvSource as exc:
@@ -112,8 +115,6 @@ class _Server:
         except BaseException as exc:  # env code may raise anything, SystemExit included
             tb = traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-3)
             kind, code, message = "raised", "exception", "".join(tb)[-2000:]
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
         return {"seq": seq, "ok": False, "kind": kind, "code": code, "error": message}
 
     def dispatch(self, op: str, req: dict[str, Any]) -> Any:
