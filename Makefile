@@ -26,6 +26,8 @@ $(VENV)/.installed: setup.py $(PY)
 	@echo "installing into $(VENV) ($(if $(HAS_CUDA),CUDA found,no CUDA: CPU torch==2.13.0))"
 	$(if $(TORCH_PIN),$(PIP) install --quiet $(TORCH_PIP_ARGS) "$(TORCH_PIN)" 2>&1 | $(QUIET_PIP))
 	$(PIP) install --quiet -e ".[test]" $(TORCH_PIN) 2>&1 | $(QUIET_PIP)
+	@# BFCL-v4's data, backends and checker; --no-deps because its own pins (numpy 1.26, vllm 0.8) clash with verl.
+	$(PIP) install --quiet --no-deps "bfcl-eval==2026.3.23" "mpmath==1.3.0" 2>&1 | $(QUIET_PIP)
 	touch $@
 
 install: $(VENV)/.installed

@@ -25,14 +25,23 @@ setup(
         "uvicorn",
     ],
     extras_require={
-        "test": ["pytest", "pytest-asyncio", "hypothesis", "ruff"],
+        # Offline scorers of the evaluation suites (spade-eval). math-verify's antlr extra matches omegaconf's pin.
+        "eval": ["reasoning-gym==0.1.25", "math-verify[antlr4_9_3]==0.9.0"],
+        "test": [
+            "pytest",
+            "pytest-asyncio",
+            "hypothesis",
+            "ruff",
+            "reasoning-gym==0.1.25",
+            "math-verify[antlr4_9_3]==0.9.0",
+        ],
         # GPU hosts: verl's own vLLM pins (vllm 0.24, torch 2.11, transformers 5.9).
         "gpu": ["verl[vllm]==0.9.1"],
         # Megatron backend: megatron-core >= 0.17 needs Python 3.12; install this extra only there.
         "megatron": ["verl[megatron]==0.9.1; python_version >= '3.12'"],
     },
     entry_points={
-        "console_scripts": ["spade-envs=spade_envs.cli:entrypoint"],
+        "console_scripts": ["spade-envs=spade_envs.cli:entrypoint", "spade-eval=spade_envs.evaluation.cli:entrypoint"],
         # verl imports this in every process: it registers the `cpu` platform and the `hf` rollout, and patches
         # verl for CPU only when VERL_PLATFORM=cpu (recipe/spade/cpu/plugin.py).
         "verl.plugins": ["spade_cpu=recipe.spade.cpu.plugin"],

@@ -113,7 +113,9 @@ class BatchedGenerator:
             missing, unexpected = self.model.load_state_dict(state_dict, strict=False)
             missing = [k for k in missing if not (tied_embeddings and k == "lm_head.weight")]
             if missing or unexpected:
-                raise KeyError(f"weight update does not match the model: missing {missing[:5]}, unexpected {unexpected[:5]}")
+                raise KeyError(
+                    f"weight update does not match the model: missing {missing[:5]}, unexpected {unexpected[:5]}"
+                )
 
     @torch.no_grad()
     def run_batch(self, requests: list[SamplingRequest]) -> list[Generation]:
@@ -162,7 +164,9 @@ class BatchedGenerator:
             out = self.model(input_ids=chosen[:, None], attention_mask=mask, position_ids=last_pos[:, None],
                              past_key_values=past, use_cache=True)  # fmt: skip
             past, logits = out.past_key_values, out.logits[:, -1, :].float()
-        return [Generation(t, lp if r.logprobs else None, why) for t, lp, r, why in zip(tokens, logps, requests, reasons)]
+        return [
+            Generation(t, lp if r.logprobs else None, why) for t, lp, r, why in zip(tokens, logps, requests, reasons)
+        ]
 
     @staticmethod
     def _sample(logits: torch.Tensor, r: SamplingRequest, seen: list[int]) -> tuple[int, float]:

@@ -154,7 +154,9 @@ class HFReplica(RolloutReplica):
 
     async def launch_servers(self) -> None:
         if self.world_size != 1:
-            raise ValueError(f"the hf rollout needs tensor/data/pipeline parallel size 1, got world size {self.world_size}")
+            raise ValueError(
+                f"the hf rollout needs tensor/data/pipeline parallel size 1, got world size {self.world_size}"
+            )
         kind = "reward" if self.is_reward_model else "teacher" if self.is_teacher_model else ""
         name = server_name(self.replica_rank, kind, self.name_suffix)
         actor = (

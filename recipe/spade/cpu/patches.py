@@ -74,19 +74,26 @@ def register_cpu_engines() -> None:
     """Patch 3: register verl's FSDP engines for device ``cpu`` through the public decorator."""
     registry = check_symbol("verl.workers.engine.base", "EngineRegistry")
     impl = importlib.import_module("verl.workers.engine.fsdp.transformer_impl")
-    for model_type, cls_name in (("language_model", "FSDPEngineWithLMHead"), ("value_model", "FSDPEngineWithValueHead")):
+    for model_type, cls_name in (
+        ("language_model", "FSDPEngineWithLMHead"),
+        ("value_model", "FSDPEngineWithValueHead"),
+    ):
         engine_cls = check_symbol(impl.__name__, cls_name)
         if "cpu" not in registry._engines.get(model_type, {}).get("fsdp2", {}):
             registry.register(model_type=model_type, backend=["fsdp", "fsdp2"], device="cpu")(engine_cls)
 
 
 def no_fsdp2_offload_policy() -> None:
-    """Patch 4: forward-only FSDP2 engines hard-code ``CPUOffloadPolicy(pin_memory=True)``, which needs an
-    accelerator; on CPU the parameters already live in host memory, so the policy is dropped.
+    """Patch 4: drop FSDP2's offload policy, which needs an accelerator.
+
+    Forward-only FSDP2 engines hard-code ``CPUOffloadPolicy(pin_memory=True)``; pinning needs an accelerator, and on
+    CPU the parameters already live in host memory.
     """
     impl = importlib.import_module("verl.workers.engine.fsdp.transformer_impl")
     apply = check_symbol(impl.__name__, "apply_fsdp2", ("model", "fsdp_kwargs", "config"))
-    load = check_symbol(impl.__name__, "fsdp2_load_full_state_dict", ("model", "full_state", "device_mesh", "cpu_offload"))
+    load = check_symbol(
+        impl.__name__, "fsdp2_load_full_state_dict", ("model", "full_state", "device_mesh", "cpu_offload")
+    )
     if getattr(apply, _APPLIED, False):
         return
 
@@ -95,7 +102,9 @@ def no_fsdp2_offload_policy() -> None:
         return apply(model, {**fsdp_kwargs, "offload_policy": None}, config)
 
     @functools.wraps(load)
-    def fsdp2_load_full_state_dict(model: Any, full_state: dict, device_mesh: Any = None, cpu_offload: Any = None) -> Any:
+    def fsdp2_load_full_state_dict(
+        model: Any, full_state: dict, device_mesh: Any = None, cpu_offload: Any = None
+    ) -> Any:
         return load(model, full_state, device_mesh, None)
 
     for fn in (apply_fsdp2, fsdp2_load_full_state_dict):

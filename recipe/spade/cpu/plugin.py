@@ -12,8 +12,8 @@ import os
 
 from verl.workers.rollout.replica import RolloutReplicaRegistry
 
-from recipe.spade.cpu import platform as _platform  # noqa: F401  (registers PlatformCPU)
 from recipe.spade.cpu import patches
+from recipe.spade.cpu import platform as _platform  # noqa: F401  (registers PlatformCPU)
 
 
 def _load_hf_replica() -> type:

@@ -1,0 +1,77 @@
+"""The final table (stdout), ``results.md`` and ``results.json`` (versions, dataset checksums, sampling)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import platform
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from spade_envs.evaluation.runner import SuiteRun
+
+__all__ = ["PACKAGES", "format_table", "package_versions", "write_reports"]
+
+PACKAGES = ("spade-verl", "reasoning-gym", "math-verify", "bfcl-eval", "verl")
+
+
+def package_versions() -> dict[str, str]:
+    """Versions of the packages that decide scores (``not installed`` where absent), and Python's."""
+    versions = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def _row(run: SuiteRun) -> list[str]:
+    score = run.scores.get("score")
+    status = "ok" if run.complete and not run.failures else f"incomplete ({len(run.failures)} failed)"
+    return [run.suite.name, run.suite.metric, "-" if score is None else f"{100 * score:.1f}", str(len(run.items)),
+            str(len(run.records)), status]  # fmt: skip
+
+
+def format_table(runs: Sequence[SuiteRun], errors: dict[str, str] | None = None) -> str:
+    """A Markdown table: suite, metric, score x100 (one decimal), items, scored samples, status; then the mean."""
+    header = ["suite", "metric", "score", "items", "samples", "status"]
+    rows = [_row(run) for run in runs]
+    rows += [[name, "-", "-", "-", "-", f"not run: {why}"] for name, why in (errors or {}).items()]
+    scored = [run.scores["score"] for run in runs if "score" in run.scores]
+    if len(scored) > 1:
+        rows.append(["average", "", f"{100 * sum(scored) / len(scored):.1f}", "", "", ""])
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    line = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
+    return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, rows)])
+
+
+def write_reports(
+    out_dir: Path, runs: Sequence[SuiteRun], settings: dict[str, Any], errors: dict[str, str] | None = None
+) -> str:
+    """Write ``results.md`` and ``results.json`` under ``out_dir``; return the table."""
+    table = format_table(runs, errors)
+    versions = package_versions()
+    suites = {
+        run.suite.name: {
+            "metric": run.suite.metric,
+            "scores": run.scores,
+            "items": len(run.items),
+            "samples": len(run.records),
+            "complete": run.complete,
+            "failures": run.failures[:20],
+            "resumed_samples": run.resumed,
+            "sampling": run.sampling.to_dict(),
+            "data_sha256": run.suite.checksums(),
+            "provenance": run.suite.provenance,
+        }
+        for run in runs
+    }
+    payload = {"created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "settings": settings, "versions": versions,
+               "suites": suites, "not_run": errors or {}}  # fmt: skip
+    (out_dir / "results.json").write_text(json.dumps(payload, indent=2, default=str) + "\n", encoding="utf-8")
+    meta = "\n".join(f"- {k}: {v}" for k, v in {**settings, **versions}.items())
+    (out_dir / "results.md").write_text(f"# spade-eval results\n\n{table}\n\n{meta}\n", encoding="utf-8")
+    return table

@@ -1,0 +1,216 @@
+"""BFCL-v4 multi-turn (base, miss_func, miss_param, long_context: 800 entries), scored by BFCL's own checker.
+
+``bfcl-eval`` ships the entries, the ground truth, the function docs, the executable backends and
+``multi_turn_checker``; we install it with ``--no-deps`` (its full dependency set conflicts with verl) and use
+only those pieces. The driver follows BFCL's function-calling inference loop (each user turn: query, run the
+calls, feed results back, until the model makes no call; at most 20 steps per turn; the held-out functions of
+``miss_func`` are added at their turn with BFCL's own user prompt) but speaks our training envs' tool-call format:
+native OpenAI tool calls, or ``<tool_call>{"name", "arguments"}</tool_call>`` blocks in the text, answered with
+``<tool_response>`` blocks. Calls are rebuilt as ``name(key=repr(value))`` strings from parsed JSON, so model text
+never reaches BFCL's ``eval`` directly. Score: the unweighted mean of the four sub-category accuracies.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from spade_envs.evaluation.records import Item, SampleRecord, Sampling
+from spade_envs.evaluation.suite import MissingDependency, Suite
+from spade_envs.llm import ChatClient
+from spade_envs.tooluse import parse_agent_text
+
+__all__ = ["CATEGORIES", "BfclMultiTurnSuite", "bfcl_root", "to_openai_tool"]
+
+CATEGORIES = ("multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param", "multi_turn_long_context")
+MAX_STEPS = 20  # BFCL's MAXIMUM_STEP_LIMIT
+ADDED_FUNCTIONS_PROMPT = "I have updated some more functions you can choose from. What about now?"  # BFCL's wording
+_IDENT = re.compile(r"^[A-Za-z_]\w*$")
+_TYPES = {"integer": "integer", "number": "number", "float": "number", "string": "string", "boolean": "boolean",
+          "bool": "boolean", "array": "array", "list": "array", "dict": "object", "object": "object",
+          "tuple": "array", "any": "string"}  # fmt: skip
+INSTALL = "pip install --no-deps bfcl-eval==2026.3.23 mpmath==1.3.0"
+
+
+def bfcl_root() -> Path:
+    """The installed ``bfcl_eval`` package directory (its ``data/`` holds the benchmark)."""
+    try:
+        import bfcl_eval
+    except ImportError as exc:
+        raise MissingDependency(f"the BFCL suite needs bfcl-eval: {INSTALL}") from exc
+    return Path(bfcl_eval.__file__).parent
+
+
+def _schema(node: Any) -> Any:
+    if isinstance(node, dict):
+        out = {k: _schema(v) for k, v in node.items() if k != "response"}
+        if isinstance(node.get("type"), str):
+            out["type"] = _TYPES.get(node["type"], node["type"])
+        return out
+    if isinstance(node, list):
+        return [_schema(v) for v in node]
+    return node
+
+
+def to_openai_tool(doc: dict[str, Any]) -> dict[str, Any]:
+    """One BFCL function doc as an OpenAI tool (BFCL's ``dict``/``float``/``tuple`` types mapped to JSON schema)."""
+    return {"type": "function", "function": {"name": doc["name"], "description": doc.get("description", ""),
+                                             "parameters": _schema(doc["parameters"])}}  # fmt: skip
+
+
+def _call_string(name: str, arguments: Any) -> str | None:
+    """``name(k=repr(v), ...)`` for BFCL's executor, or ``None`` if the call is malformed."""
+    if not _IDENT.match(name) or not isinstance(arguments, dict) or not all(_IDENT.match(str(k)) for k in arguments):
+        return None
+    return f"{name}({', '.join(f'{k}={v!r}' for k, v in arguments.items())})"
+
+
+def _load_json_lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+class BfclMultiTurnSuite(Suite):
+    """The four BFCL-v4 multi-turn categories, entries interleaved so that ``--limit`` samples all four."""
+
+    name = "bfcl_multi_turn"
+    setting = "tool_use"
+    metric = "acc"
+    default_sampling = Sampling(n_samples=1, temperature=0.0, top_p=1.0, max_tokens=4096)
+
+    def __init__(self, ids: Sequence[str] | None = None) -> None:
+        super().__init__()
+        self.ids = list(ids) if ids is not None else None
+
+    def load(self, data_dir: Path | None) -> list[Item]:
+        root = bfcl_root()
+        from bfcl_eval.constants.executable_backend_config import MULTI_TURN_FUNC_DOC_FILE_MAPPING
+
+        docs_dir = root / "data" / "multi_turn_func_doc"
+        per_category: list[list[Item]] = []
+        self.data_files = []
+        class_docs: dict[str, list[dict[str, Any]]] = {}
+        for category in CATEGORIES:
+            entries_path = root / "data" / f"BFCL_v4_{category}.json"
+            answers_path = root / "data" / "possible_answer" / f"BFCL_v4_{category}.json"
+            self.data_files += [entries_path, answers_path]
+            answers = {a["id"]: a["ground_truth"] for a in _load_json_lines(answers_path)}
+            items = []
+            for entry in _load_json_lines(entries_path):
+                docs = []
+                for cls in entry["involved_classes"]:
+                    if cls not in class_docs:
+                        doc_path = docs_dir / MULTI_TURN_FUNC_DOC_FILE_MAPPING[cls]
+                        self.data_files.append(doc_path)
+                        class_docs[cls] = _load_json_lines(doc_path)
+                    docs += class_docs[cls]
+                entry = dict(entry, function=docs)
+                items.append(Item(entry["id"], "", answers[entry["id"]], {"entry": entry, "category": category}))
+            per_category.append(items)
+        import importlib.metadata
+
+        self.provenance = {"bfcl_eval": importlib.metadata.version("bfcl-eval"), "categories": list(CATEGORIES)}
+        interleaved = [item for group in zip(*per_category) for item in group]
+        longest = max(map(len, per_category))
+        interleaved += [g[i] for i in range(min(map(len, per_category)), longest) for g in per_category if i < len(g)]
+        if self.ids is None:
+            return interleaved
+        by_id = {item.id: item for item in interleaved}
+        missing = [i for i in self.ids if i not in by_id]
+        if missing:
+            raise ValueError(f"unknown BFCL multi-turn id(s) {missing}")
+        return [by_id[i] for i in self.ids]
+
+    def aggregate(self, records: Sequence[SampleRecord]) -> dict[str, float]:
+        """Unweighted mean over the sub-categories present (BFCL's "Multi Turn Overall Acc"), plus each one."""
+        scores: dict[str, list[float]] = {}
+        for r in records:
+            scores.setdefault(r.detail.get("category", "?"), []).append(r.score)
+        means = {category: sum(v) / len(v) for category, v in scores.items()}
+        return {"score": sum(means.values()) / len(means), **means} if means else {}
+
+    def run_sample(self, client: ChatClient, item: Item, sample: int, sampling: Sampling) -> SampleRecord:
+        from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_utils
+        from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import multi_turn_checker
+
+        entry = copy.deepcopy(item.meta["entry"])
+        category = item.meta["category"]
+        token = f"spade_{uuid.uuid4().hex}"  # BFCL keys live backend instances by model name: one per sample
+        try:
+            decoded, forced, transcript = self._play(client, entry, category, sampling, token)
+            if forced:
+                return self.record(item, sample, 0.0, "", transcript, category=category, error="force_terminated")
+            # BFCL's evaluator drops steps without calls before checking.
+            turns = [[step for step in turn if step] for turn in decoded]
+            result = multi_turn_checker(turns, item.answer, entry, category, token)
+        finally:
+            for key in [k for k in vars(multi_turn_utils) if token in k]:
+                del vars(multi_turn_utils)[key]
+        error = "" if result["valid"] else str(result.get("error_type", "invalid"))
+        return self.record(item, sample, float(result["valid"]), json.dumps(turns)[:2000], transcript,
+                           category=category, error=error)  # fmt: skip
+
+    def _play(
+        self, client: ChatClient, entry: dict[str, Any], category: str, sampling: Sampling, token: str
+    ) -> tuple[list[list[list[str]]], bool, str]:
+        """Run BFCL's FC inference loop; return per-turn, per-step call strings, force-quit flag and transcript."""
+        from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils import execute_multi_turn_func_call
+
+        missed = {int(k): v for k, v in entry.get("missed_function", {}).items()}
+        held_out = {name for names in missed.values() for name in names}
+        docs = {d["name"]: d for d in entry["function"]}
+        active = [name for name in docs if name not in held_out]
+        messages: list[dict[str, Any]] = []
+        decoded: list[list[list[str]]] = []
+        transcript: list[str] = []
+        for turn, user_messages in enumerate(entry["question"]):
+            if turn in missed:
+                active += [name for name in missed[turn] if name not in active]
+                user_messages = [{"role": "user", "content": ADDED_FUNCTIONS_PROMPT}]
+            messages += user_messages
+            tools = [to_openai_tool(docs[name]) for name in active]
+            steps: list[list[str]] = []
+            for step in range(MAX_STEPS + 1):
+                if step == MAX_STEPS:
+                    decoded.append(steps)
+                    return decoded, True, "\n".join(transcript)
+                reply = client.complete(messages, temperature=sampling.temperature, top_p=sampling.top_p,
+                                        max_tokens=sampling.max_tokens, tools=tools)  # fmt: skip
+                transcript.append(reply.text + "".join(f"\n[call] {json.dumps(c)}" for c in reply.tool_calls))
+                text_calls, _answer, errors = parse_agent_text(reply.text)
+                native = [(c["name"], c["arguments"]) for c in reply.tool_calls]
+                calls = native + text_calls
+                if not calls:
+                    messages.append({"role": "assistant", "content": reply.text})
+                    break
+                strings = [_call_string(name, args) for name, args in calls]
+                valid = [s for s in strings if s is not None]
+                results, _ = execute_multi_turn_func_call(
+                    valid, entry["initial_config"], entry["involved_classes"], token, entry["id"],
+                    long_context="long_context" in category,
+                )  # fmt: skip
+                outputs = iter(results)
+                shown = [f"Error: {e}" for e in errors]
+                shown += [next(outputs) if s is not None else "Error: malformed call" for s in strings]
+                steps.append(valid)
+                ids = [f"call_{turn}_{step}_{i}" for i in range(len(native))]
+                assistant: dict[str, Any] = {"role": "assistant", "content": reply.text}
+                if native:
+                    assistant["tool_calls"] = [
+                        {"id": i, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
+                        for i, (n, a) in zip(ids, native)
+                    ]
+                messages.append(assistant)
+                native_out, text_out = shown[len(errors) : len(errors) + len(native)], shown[: len(errors)]
+                text_out += shown[len(errors) + len(native) :]
+                messages += [{"role": "tool", "tool_call_id": i, "content": o} for i, o in zip(ids, native_out)]
+                if text_out:
+                    body = "\n\n".join(f"<tool_response>\n{o}\n</tool_response>" for o in text_out)
+                    messages.append({"role": "user", "content": body})
+                transcript += [f"[result] {o[:300]}" for o in shown]
+            decoded.append(steps)
+        return decoded, False, "\n".join(transcript)

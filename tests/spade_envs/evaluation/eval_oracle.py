@@ -1,0 +1,124 @@
+"""A scripted model for the evaluation tests: oracle answers (score 1) or corrupted ones (score 0) for every suite."""
+
+from __future__ import annotations
+
+import ast
+import functools
+import importlib
+import inspect
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from spade_envs.evaluation.suites.bfcl import BfclMultiTurnSuite
+from spade_envs.evaluation.suites.math import AimeSuite, GpqaDiamondSuite
+from spade_envs.evaluation.suites.reasoning_gym import INSTRUCTION, ReasoningGymSuite
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "eval"
+#: Per group: tasks whose generated entries carry a reference answer and whose scorer gives 0 to "wrong".
+RG_TASKS = {
+    "rg_math": ["basic_arithmetic", "gcd"],
+    "rg_algorithmic": ["number_sorting", "word_sorting"],
+    "rg_cognition": ["color_cube_rotation", "number_sequence"],
+    "rg_logic": ["syllogism", "aiw"],
+}
+BFCL_IDS = ["multi_turn_base_0", "multi_turn_miss_func_3", "multi_turn_miss_param_5", "multi_turn_long_context_7"]
+LCB_PROGRAMS = {
+    "Given two integers A and B": ("a, b = map(int, input().split())\nprint(a + b)", "print(0)"),
+    "Given a list of words": (
+        "class Solution:\n    def reverseWords(self, words):\n        return words[::-1]",
+        "class Solution:\n    def reverseWords(self, words):\n        return words",
+    ),
+}
+
+
+def _first_user(messages: list[dict[str, Any]]) -> str:
+    return next(m["content"] for m in messages if m["role"] == "user")
+
+
+def rg_suites() -> dict[str, ReasoningGymSuite]:
+    return {group: ReasoningGymSuite(group, tasks=tasks) for group, tasks in RG_TASKS.items()}
+
+
+def gold_calls(call_strings: list[str], involved_classes: list[str]) -> list[dict[str, Any]]:
+    """BFCL gold call strings as tool calls; positional arguments named from the backend method signatures."""
+    from bfcl_eval.constants.executable_backend_config import CLASS_FILE_PATH_MAPPING
+
+    params: dict[str, list[str]] = {}
+    for name in involved_classes:
+        cls = getattr(importlib.import_module(CLASS_FILE_PATH_MAPPING[name]), name)
+        for method, fn in inspect.getmembers(cls, inspect.isfunction):
+            params[method] = [p for p in inspect.signature(fn).parameters if p != "self"]
+    calls = []
+    for text in call_strings:
+        node = ast.parse(text, mode="eval").body
+        args = {params[node.func.id][i]: ast.literal_eval(a) for i, a in enumerate(node.args)}
+        args |= {k.arg: ast.literal_eval(k.value) for k in node.keywords}
+        calls.append({"name": node.func.id, "arguments": args})
+    return calls
+
+
+@functools.cache
+def _knowledge(rg_samples: int) -> tuple[dict, list, dict, dict]:
+    """Every fixture's prompt and answer, built once per session (generating them takes seconds)."""
+    math = {}
+    for suite in (AimeSuite(2025), AimeSuite(2026)):
+        math |= {item.prompt: item.answer for item in suite.load(DATA)}
+    gpqa = [item.answer for item in GpqaDiamondSuite().load(DATA)]
+    rg = {}
+    for suite in rg_suites().values():
+        for item in suite.load(None):
+            for k in range(rg_samples):
+                entry = suite.instance(item, k, rg_samples)[1]
+                rg[f"{entry['question']}\n\n{INSTRUCTION}"] = entry["answer"]
+    bfcl = {_first_user(item.meta["entry"]["question"][0]): item for item in BfclMultiTurnSuite(BFCL_IDS).load(None)}
+    return math, gpqa, rg, bfcl
+
+
+class Oracle:
+    """Responder for ``stub_openai``: knows every fixture's answer; ``corrupt`` makes each answer wrong."""
+
+    def __init__(self, corrupt: bool = False, delay: float = 0.0, rg_samples: int = 2) -> None:
+        self.corrupt, self.delay = corrupt, delay
+        self.math, self.gpqa, self.rg, self.bfcl = _knowledge(rg_samples)
+
+    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+        time.sleep(self.delay)
+        if body.get("tools"):
+            return self._bfcl(body["messages"])
+        first = next(m["content"] for m in body["messages"] if m["role"] == "user")
+        if first in self.math:
+            answer = int(self.math[first]) + 1 if self.corrupt else self.math[first]
+            return {"content": f"Working it out... the answer is $\\boxed{{{answer}}}$."}
+        if first in self.rg:
+            return {"content": "Thinking. \\boxed{wrong}" if self.corrupt else f"\\boxed{{{self.rg[first]}}}"}
+        for marker, (good, bad) in LCB_PROGRAMS.items():
+            if marker in first:
+                return {"content": f"Here it is.\n```python\n{bad if self.corrupt else good}\n```"}
+        for correct in self.gpqa:
+            hit = re.search(rf"^([A-D])\) {re.escape(correct)}$", first, re.M)
+            if hit:
+                letter = "ABCD"[("ABCD".index(hit.group(1)) + self.corrupt) % 4]
+                return {"content": f"Reasoning.\nAnswer: {letter}"}
+        raise AssertionError(f"the oracle does not know this prompt: {first[:200]!r}")
+
+    def _bfcl(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        users = [m for m in messages if m["role"] == "user" and not m["content"].startswith("<tool_response>")]
+        item = self.bfcl[_first_user(messages)]
+        last = messages[-1]
+        if last["role"] == "tool" or last["content"].startswith("<tool_response>"):
+            return {"content": "Done."}
+        turn = len(users) - 1
+        calls = gold_calls(item.answer[turn], item.meta["entry"]["involved_classes"])
+        first_real_turn = next(i for i, gold in enumerate(item.answer) if gold)
+        if self.corrupt and turn == first_real_turn:
+            calls = []
+        if turn % 2:  # alternate between raw-text tool calls and native ones
+            return {"content": "".join(f"<tool_call>{json.dumps(c)}</tool_call>" for c in calls)}
+        native = [
+            {"id": f"c{i}", "type": "function", "function": {"name": c["name"], "arguments": json.dumps(args)}}
+            for i, (c, args) in enumerate((c, c["arguments"]) for c in calls)
+        ]
+        return {"content": "", "tool_calls": native} if native else {"content": "Nothing to do."}

@@ -1,0 +1,128 @@
+"""Runner and CLI: resume after a kill, ordering under concurrency, failures retried, reports written."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from eval_oracle import BFCL_IDS, DATA, RG_TASKS, Oracle
+
+from spade_envs.evaluation import SUITES, ResultStore, Sampling, run_suite
+from spade_envs.evaluation.cli import main
+from spade_envs.evaluation.suites.bfcl import BfclMultiTurnSuite
+from spade_envs.evaluation.suites.math import AimeSuite
+from spade_envs.evaluation.suites.reasoning_gym import ReasoningGymSuite
+from spade_envs.llm import ChatClient
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_concurrency_does_not_reorder_or_lose_results(stub_openai, tmp_path):
+    server = stub_openai(Oracle())
+    client = ChatClient(server.base_url, "m", max_retries=0)
+    sampling = Sampling(n_samples=6, temperature=0.0, max_tokens=64)
+    one = run_suite(AimeSuite(2025), client, tmp_path / "a", data_dir=DATA, sampling=sampling, concurrency=1,
+                    progress=None)  # fmt: skip
+    many = run_suite(AimeSuite(2025), client, tmp_path / "b", data_dir=DATA, sampling=sampling, concurrency=16,
+                     progress=None)  # fmt: skip
+    assert [(r.item_id, r.sample) for r in many.records] == [(r.item_id, r.sample) for r in one.records]
+    assert len(many.records) == 18 and many.records == one.records
+    assert len(_lines(tmp_path / "b" / "aime25.jsonl")) == 18
+
+
+def test_failed_calls_are_not_recorded_and_a_rerun_retries_them(stub_openai, tmp_path):
+    good = Oracle()
+    calls = {"n": 0}
+
+    def flaky(body):
+        calls["n"] += 1
+        return (400, "bad request") if calls["n"] % 3 == 0 else good(body)
+
+    client = ChatClient(stub_openai(flaky).base_url, "m", max_retries=0)
+    sampling = Sampling(n_samples=4, temperature=0.0, max_tokens=64)
+    first = run_suite(AimeSuite(2025), client, tmp_path, data_dir=DATA, sampling=sampling, progress=None)
+    assert first.failures and not first.complete
+    client = ChatClient(stub_openai(good).base_url, "m", max_retries=0)
+    second = run_suite(AimeSuite(2025), client, tmp_path, data_dir=DATA, sampling=sampling, progress=None)
+    assert second.complete and second.resumed == len(first.records) and second.scores["score"] == 1.0
+
+
+def test_store_drops_a_half_written_last_line(tmp_path):
+    path = tmp_path / "s.jsonl"
+    record = {"suite": "s", "item_id": "a", "sample": 0, "score": 1.0}
+    path.write_text(json.dumps(record) + "\n" + '{"suite": "s", "item_')
+    store = ResultStore(path)
+    assert list(store.records) == [("a", 0)] and store.dropped_lines == 1
+    assert path.read_text().endswith("}\n")
+
+
+def test_resume_after_kill_gives_no_duplicates_and_same_totals(stub_openai, tmp_path):
+    server = stub_openai(Oracle(delay=0.05))
+    out = tmp_path / "run"
+    argv = ["--base-url", server.base_url, "--model", "m", "--suite", "aime25,aime26", "--out", str(out),
+            "--data-dir", str(DATA), "--samples", "10", "--concurrency", "2", "--quiet"]  # fmt: skip
+    code = f"import sys; from spade_envs.evaluation.cli import main; sys.exit(main({argv!r}))"
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, start_new_session=True)
+    log = out / "aime25.jsonl"
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and (not log.exists() or len(log.read_text().splitlines()) < 6):
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done_before = len(log.read_text().splitlines())
+    assert 6 <= done_before < 30 and not (out / "results.json").exists()
+    assert main(argv) == 0
+    records = _lines(log) + _lines(out / "aime26.jsonl")
+    keys = [(r["item_id"], r["sample"]) for r in records]
+    assert len(keys) == len(set(keys)) == 30 + 20
+    results = json.loads((out / "results.json").read_text())
+    assert results["suites"]["aime25"]["resumed_samples"] == done_before
+    assert results["suites"]["aime25"]["scores"]["score"] == 1.0 and results["suites"]["aime25"]["samples"] == 30
+
+
+@pytest.fixture
+def small_registry(monkeypatch):
+    for group, tasks in RG_TASKS.items():
+        monkeypatch.setitem(SUITES, group, lambda g=group, t=tasks: ReasoningGymSuite(g, tasks=t))
+    monkeypatch.setitem(SUITES, "bfcl_multi_turn", lambda: BfclMultiTurnSuite(BFCL_IDS))
+
+
+def test_suite_all_against_the_stub_writes_table_and_reports(stub_openai, small_registry, tmp_path, capsys):
+    server = stub_openai(Oracle(rg_samples=2))
+    out = tmp_path / "all"
+    argv = ["--base-url", server.base_url, "--model", "m", "--suite", "all", "--out", str(out), "--data-dir",
+            str(DATA), "--samples", "2", "--quiet"]  # fmt: skip
+    assert main(argv) == 0
+    table = capsys.readouterr().out
+    for name in SUITES:
+        assert f"| {name} " in table
+    assert "| average " in table and "100.0" in table
+    results = json.loads((out / "results.json").read_text())
+    assert set(results["suites"]) == set(SUITES)
+    assert results["versions"]["reasoning-gym"] != "not installed"
+    aime = results["suites"]["aime25"]
+    assert aime["sampling"] == {"n_samples": 2, "temperature": 1.0, "top_p": 0.95, "max_tokens": 32768}
+    assert list(aime["data_sha256"].values()) == [hashlib.sha256((DATA / "aime25.jsonl").read_bytes()).hexdigest()]
+    assert len(results["suites"]["bfcl_multi_turn"]["data_sha256"]) >= 8
+    assert (out / "results.md").read_text().startswith("# spade-eval results")
+
+
+def test_cli_reports_missing_data_and_bad_arguments(stub_openai, tmp_path, capsys):
+    server = stub_openai(Oracle())
+    argv = ["--base-url", server.base_url, "--model", "m", "--out", str(tmp_path)]
+    assert main([*argv, "--suite", "nope"]) == 2
+    assert "unknown suite 'nope'" in capsys.readouterr().err
+    assert main([*argv, "--suite", "gpqa_diamond", "--data-dir", str(tmp_path)]) == 1
+    captured = capsys.readouterr()
+    assert "gpqa_diamond.jsonl" in captured.err and "not run" in captured.out
