@@ -26,6 +26,8 @@ setup(
     ],
     extras_require={
         # Offline scorers of the evaluation suites (spade-eval). math-verify's antlr extra matches omegaconf's pin.
+        # Plots of the curriculum simulator (spade-envs simulate); without it the simulator writes CSV only.
+        "sim": ["matplotlib>=3.8"],
         "eval": ["reasoning-gym==0.1.25", "math-verify[antlr4_9_3]==0.9.0"],
         "test": [
             "pytest",

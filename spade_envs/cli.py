@@ -271,6 +271,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     mem.set_defaults(fn=_cmd_memory)
     for command in (validate, play_cmd, run, gen):
         command.add_argument("--isolation", default="auto", help="sandbox level: auto, bwrap, landlock, rlimits, none")
+    from spade_envs.simulate.cli import add_arguments as _simulate_arguments
+    from spade_envs.simulate.cli import run_args as _run_simulate
+
+    sim = sub.add_parser("simulate", help="simulate the self-play curriculum with stand-ins for the model (CPU)")
+    _simulate_arguments(sim)
+    sim.set_defaults(fn=_run_simulate)
     args = parser.parse_args(argv)
     try:
         return args.fn(args)

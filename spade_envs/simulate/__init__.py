@@ -1,0 +1,28 @@
+"""Curriculum simulator: SPADE's self-play schedule with parametric stand-ins for the model, on CPU in seconds.
+
+The designer rewards, the environment memory and the env records are the real ones (:mod:`spade_envs.rewards`,
+:mod:`spade_envs.memory`, :class:`~spade_envs.spec.EnvSpec`); only the two roles of the model are replaced: an
+agent with an ability per skill (:mod:`.agent`) and a designer with a learned difficulty policy per skill
+(:mod:`.designer`). See ``docs/simulator.md``.
+"""
+
+from spade_envs.simulate.agent import Agent, expected_outcome, progress, win_probability
+from spade_envs.simulate.config import SimulationConfig
+from spade_envs.simulate.designer import INVALID_CODES, FixedPool, GaussianDesigner, sim_spec
+from spade_envs.simulate.loop import Run, StepMetrics, simulate, simulate_many
+
+__all__ = [
+    "INVALID_CODES",
+    "Agent",
+    "FixedPool",
+    "GaussianDesigner",
+    "Run",
+    "SimulationConfig",
+    "StepMetrics",
+    "expected_outcome",
+    "progress",
+    "sim_spec",
+    "simulate",
+    "simulate_many",
+    "win_probability",
+]
