@@ -149,6 +149,8 @@ class HFRolloutServer:
 class HFReplica(RolloutReplica):
     """One ``hf`` server per replica, in its own CPU actor (no accelerator, no HTTP: the address is the name)."""
 
+    server_class: type = HFRolloutServer
+
     def rollout_worker_use_gpu(self) -> bool:
         return False
 
@@ -160,7 +162,7 @@ class HFReplica(RolloutReplica):
         kind = "reward" if self.is_reward_model else "teacher" if self.is_teacher_model else ""
         name = server_name(self.replica_rank, kind, self.name_suffix)
         actor = (
-            ray.remote(HFRolloutServer)
+            ray.remote(self.server_class)
             .options(name=name, num_cpus=0, max_concurrency=self.max_concurrency)
             .remote(config=self.config, model_config=self.model_config, replica_rank=self.replica_rank)
         )

@@ -22,6 +22,13 @@ def _load_hf_replica() -> type:
     return HFReplica
 
 
+def _load_scripted_replica() -> type:
+    from recipe.spade.cpu.scripted import ScriptedDesignerReplica
+
+    return ScriptedDesignerReplica
+
+
 RolloutReplicaRegistry.register("hf", _load_hf_replica)
+RolloutReplicaRegistry.register("hf_scripted", _load_scripted_replica)
 if os.environ.get("VERL_PLATFORM", "").strip().lower() == "cpu":
     patches.apply_all()

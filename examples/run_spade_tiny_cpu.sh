@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# SPADE self-play on CPU with a tiny random Qwen3: a few steps of the real verl 0.9.1 V1 trainer, for a laptop or CI.
+# Every knob is an environment variable below or a Hydra override appended to the command line.
+set -xeuo pipefail
+
+# Machine facts verl reads from the environment (the CPU platform plugin is loaded through its entry point).
+export VERL_PLATFORM=cpu TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS=1 HYDRA_FULL_ERROR=1 RAY_DEDUP_LOGS=0
+export WANDB_MODE=disabled RAY_AUTH_MODE=disabled
+
+# Paths
+RUN_DIR=${RUN_DIR:-$PWD/runs/spade-tiny-cpu}
+CORPUS=${CORPUS:-$(dirname "$0")/data/sample_corpus.jsonl}
+SETTING=${SETTING:-games}
+# Schedule
+STEPS=${STEPS:-3}
+REGEN_EVERY=${REGEN_EVERY:-2}
+ENVS_PER_REGEN=${ENVS_PER_REGEN:-2}
+AGENT_ROWS=${AGENT_ROWS:-2}
+N=${N:-2}
+PYTHON=${PYTHON:-python3}
+
+"${PYTHON:-python3}" -m recipe.spade.main_spade \
+    backend=cpu \
+    spade.setting="$SETTING" spade.corpus="$CORPUS" spade.run_dir="$RUN_DIR/spade" \
+    spade.regen_every="$REGEN_EVERY" spade.envs_per_regen="$ENVS_PER_REGEN" spade.agent_rows_per_step="$AGENT_ROWS" \
+    spade.plays_per_arm=2 spade.max_turns=3 spade.turn_tokens=16 spade.designer.max_tokens=64 \
+    spade.designer.show_example=false spade.hint.max_tokens=16 spade.sandbox.pool_size=1 \
+    data.train_files=schedule data.val_files=schedule \
+    data.train_batch_size=$((AGENT_ROWS + ENVS_PER_REGEN)) data.max_prompt_length=2048 data.max_response_length=64 \
+    data.filter_overlong_prompts=false \
+    actor_rollout_ref.rollout.n="$N" actor_rollout_ref.rollout.prompt_length=2048 \
+    actor_rollout_ref.rollout.response_length=64 \
+    actor_rollout_ref.actor.ppo_mini_batch_size=2 \
+    trainer.total_training_steps="$STEPS" trainer.default_local_dir="$RUN_DIR/ckpt" \
+    trainer.save_freq=-1 trainer.logger=console \
+    "$@"

@@ -1,0 +1,172 @@
+"""SPADE's two agent loops on verl's ``AgentLoopBase``: the Reasoning Agent and the Environment Designer.
+
+Registered through ``config/agent_loops.yaml`` (``rollout.agent.agent_loop_config_path``); each dataset row names
+its loop in ``agent_name`` and carries ``extra_info = {role, step, slot}``. Both loops set ``reward_score``
+themselves, so verl does not re-score them.
+
+* ``spade_agent``: asks the env pool which live env and seed to play, plays it in the sandbox (no hint), and
+  returns the episode with reward = outcome. An env fault yields a masked-out sample and is reported as a fault.
+* ``spade_designer``: asks the pool for a design task, generates an environment, validates it in the sandbox,
+  writes its hint with the policy at low temperature and vets it for leaks, then measures the policy on the env
+  ``plays_per_arm`` times without and with the hint on the same seeds (measurement only: these plays never
+  train) and returns the designer sample with its designer reward (a penalty when rejected).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import ray
+from omegaconf import OmegaConf
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput
+from verl.experimental.agent_loop.tool_parser import ToolParser
+
+from recipe.spade.env_pool import ACTOR_NAME, SpadeEnvPool
+from recipe.spade.play import Episode, play_episode, weight_versions
+from spade_envs.designer import admit, vet_env_hint
+from spade_envs.prompts import hint_messages
+from spade_envs.rewards import RewardConfig, WindowStats, designer_reward, failure_penalty, paired_regret
+from spade_envs.sandbox import SandboxConfig, WorkerPool
+from spade_envs.validate import ValidationConfig
+
+__all__ = ["SpadeDesignerLoop", "SpadeEnvAgentLoop"]
+
+_SANDBOXES: dict[str, WorkerPool] = {}
+
+
+def _sandbox(config: dict[str, Any]) -> WorkerPool:
+    """One sandbox worker pool per agent-loop worker process (worker processes are not shareable)."""
+    key = repr(sorted(config.items()))
+    if key not in _SANDBOXES:
+        _SANDBOXES[key] = WorkerPool(SandboxConfig.from_dict(config))
+    return _SANDBOXES[key]
+
+
+_POOL: list[Any] = []
+
+
+def _env_pool(spade: dict[str, Any]) -> Any:
+    """The run's env pool actor, created by the first loop anywhere.
+
+    Detached so that no loop owns it (loops are created per sample); the run's Ray cluster ends it with the job.
+    """
+    if not _POOL:
+        actor = ray.remote(SpadeEnvPool).options(name=ACTOR_NAME, get_if_exists=True, lifetime="detached", num_cpus=0)
+        _POOL.append(actor.remote(spade))
+    return _POOL[0]
+
+
+class _SpadeLoop(AgentLoopBase):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.spade: dict[str, Any] = OmegaConf.to_container(self.config.spade, resolve=True)
+        self.response_length = self.rollout_config.response_length
+        self.tool_parser = ToolParser.get_tool_parser(self.rollout_config.multi_turn.format, self.tokenizer)
+        self.sandbox = _sandbox(self.spade["sandbox"])
+        self.pool = _env_pool(self.spade)
+
+    async def _play(self, source: str, seed: int, sampling_params: dict[str, Any], hint: str | None) -> Episode:
+        return await play_episode(self, self.sandbox, source, seed, sampling_params, hint=hint,
+                                  max_turns=self.spade["max_turns"], turn_tokens=self.spade["turn_tokens"],
+                                  tool_parser=self.tool_parser)  # fmt: skip
+
+    def _output(self, prompt_ids: list[int], response_ids: list[int], mask: list[int], logprobs: Any,
+                reward: float, turns: int, extra: dict[str, Any]) -> AgentLoopOutput:  # fmt: skip
+        n = self.response_length
+        return AgentLoopOutput(
+            prompt_ids=prompt_ids,
+            response_ids=response_ids[:n],
+            response_mask=mask[:n],
+            response_logprobs=logprobs[:n] if logprobs else None,
+            reward_score=reward,
+            num_turns=max(2, 2 * turns),
+            metrics={},
+            extra_fields={"turn_scores": [], "tool_rewards": [], **extra},
+        )
+
+
+class SpadeEnvAgentLoop(_SpadeLoop):
+    """The Reasoning Agent's training play (no hint)."""
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+        info = kwargs["extra_info"]
+        step, slot = int(info["step"]), int(info["slot"])
+        task = await self.pool.agent_task.remote(step, slot)
+        episode = await self._play(task["source"], task["seed"], sampling_params, hint=None)
+        await self.pool.record_play.remote(task["env_id"], step, episode.outcome, episode.fault)
+        extra = {"spade_role": "agent", "spade_env_id": task["env_id"], "spade_skill": task["skill"],
+                 "spade_env_fault": episode.fault or "", **episode.info}  # fmt: skip
+        return self._output(episode.prompt_ids, episode.response_ids, episode.response_mask,
+                            episode.response_logprobs, episode.outcome, episode.turns, extra)  # fmt: skip
+
+
+class SpadeDesignerLoop(_SpadeLoop):
+    """The Environment Designer's sample, scored by hint-based regret measured right after design."""
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+        info = kwargs["extra_info"]
+        step, slot = int(info["step"]), int(info["slot"])
+        task = await self.pool.designer_task.remote(step, slot)
+        designer = self.spade["designer"]
+        prompt_ids = list(await self.ct_build_initial_tokens(task["messages"]))
+        params = {**sampling_params, "temperature": designer["temperature"],
+                  "max_tokens": min(designer["max_tokens"], self.response_length)}  # fmt: skip
+        out = await self.server_manager.generate(request_id=uuid.uuid4().hex, prompt_ids=prompt_ids,
+                                                 sampling_params=params)  # fmt: skip
+        text = self.tokenizer.decode(out.token_ids, skip_special_tokens=True)
+        outcome = await self._score(task, text, step, slot, sampling_params)
+        await self.pool.register_design.remote(step, outcome)
+        extra = {"spade_role": "designer", "spade_skill": task["skill"], "spade_valid": outcome["valid"],
+                 "spade_failure": outcome.get("code") or "", **weight_versions([out.extra_fields])}  # fmt: skip
+        return self._output(prompt_ids, list(out.token_ids), [1] * len(out.token_ids), out.log_probs,
+                            outcome["reward"], 1, extra)  # fmt: skip
+
+    async def _score(
+        self, task: dict[str, Any], text: str, step: int, slot: int, sampling_params: dict[str, Any]
+    ) -> dict:
+        """Validate, hint, measure both arms on paired seeds, and compute the designer reward."""
+        reward_cfg = RewardConfig.from_dict(self.spade["reward"])
+        validation = ValidationConfig.from_dict(self.spade["validation"])
+        setting, skill = task["setting"], task["skill"]
+        loop = asyncio.get_running_loop()
+        source, report = await loop.run_in_executor(None, admit, text, self.sandbox, setting, validation)
+        base = {"skill": skill, "doc_id": task["doc_id"], "valid": source is not None, "code": report.code}
+        if source is None:
+            return {**base, "reward": failure_penalty(reward_cfg, report.code or "crashed")}
+        plays = self.spade["plays_per_arm"]
+        seeds = [(step * 1000 + slot * plays + i) * 7 + 1 for i in range(plays)]
+        hint_text = await self._generate_text(hint_messages(setting, source), self.spade["hint"])
+        hint, hint_failure, _ = await loop.run_in_executor(None, vet_env_hint, source, hint_text, self.sandbox,
+                                                           setting, seeds)  # fmt: skip
+        no_hint = [
+            e.outcome for e in await asyncio.gather(*(self._play(source, s, sampling_params, None) for s in seeds))
+        ]
+        hinted: list[float] = []
+        if hint is not None:
+            hinted = [
+                e.outcome for e in await asyncio.gather(*(self._play(source, s, sampling_params, hint) for s in seeds))
+            ]
+        window = WindowStats(skill=skill, outcomes=no_hint, paired_no_hint=no_hint if hinted else (),
+                             paired_hint=hinted, seeds_no_hint=seeds if hinted else (),
+                             seeds_hint=seeds if hinted else (), hint_failure=hint_failure)  # fmt: skip
+        w = window.mean_outcome
+        return {
+            **base,
+            "source": source,
+            "seeds": seeds,
+            "win_rate": w,
+            "regret": paired_regret(no_hint, hinted, seeds, seeds) if hinted else 0.0,
+            "raw_regret": (sum(hinted) / len(hinted) - w) if hinted else 0.0,
+            "hint_failure": hint_failure,
+            "reward": designer_reward(reward_cfg, window),
+        }
+
+    async def _generate_text(self, messages: list[dict[str, str]], sampling: dict[str, Any]) -> str:
+        prompt_ids = await self.ct_build_initial_tokens(messages)
+        params = {"temperature": sampling["temperature"], "top_p": sampling["top_p"],
+                  "max_tokens": min(sampling["max_tokens"], self.response_length), "logprobs": False}  # fmt: skip
+        out = await self.server_manager.generate(request_id=uuid.uuid4().hex, prompt_ids=prompt_ids,
+                                                 sampling_params=params)  # fmt: skip
+        return self.tokenizer.decode(out.token_ids, skip_special_tokens=True)

@@ -1,0 +1,183 @@
+"""The environment pool: one named Ray actor holding the corpus, the environment memory and the live envs.
+
+Agent loops run in many processes; this actor is where they meet. The designer loop asks it for a design task
+(skill, document, memory exemplars) and registers what it admitted; the env agent loop asks it which live env and
+seed to play and reports the outcome. Memory is saved atomically at every regeneration and restored on resume.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from spade_envs.builtin import BUILTINS, builtin_spec
+from spade_envs.corpus import Corpus, truncate_words
+from spade_envs.designer import exemplars_for_prompt
+from spade_envs.memory import EnvMemory, MemoryConfig, MemoryRecord
+from spade_envs.prompts import VARIANT_WEIGHTS, builtin_example, designer_messages
+from spade_envs.skills import DOMAINS, SKILLS
+from spade_envs.spec import EnvSpec
+
+__all__ = ["ACTOR_NAME", "SpadeEnvPool"]
+
+ACTOR_NAME = "spade_env_pool"
+
+
+class SpadeEnvPool:
+    """State shared by all agent loops of a run (instantiate as a named Ray actor: :data:`ACTOR_NAME`)."""
+
+    def __init__(self, spade: dict[str, Any]) -> None:
+        self.cfg = spade
+        self.setting: str = spade["setting"]
+        self.run_dir = Path(spade["run_dir"])
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.memory_path = self.run_dir / "memory.jsonl"
+        self.rng = random.Random(spade["seed"])
+        self.np_rng = np.random.default_rng(spade["seed"])
+        self.corpus = Corpus.load(spade["corpus"]) if spade.get("corpus") else None
+        if self.setting == "games" and self.corpus is None and not spade["fixed_env"]["enable"]:
+            raise ValueError("spade.corpus is required to design games (or enable spade.fixed_env)")
+        if self.memory_path.exists():
+            self.memory = EnvMemory.load(self.memory_path)  # resume: the same memory the run left
+        else:
+            self.memory = EnvMemory(MemoryConfig.from_dict(spade.get("memory") or {}))
+            for spec in self._seed_specs():
+                self.memory.add(MemoryRecord(spec=spec, win_rate=0.5, plays=0, last_played_step=0))
+        self.live: list[str] = [r.env_id for r in self.memory if r.setting == self.setting and r.playable]
+        self.generation: list[str] = []
+        self.window: dict[str, list[float]] = defaultdict(list)
+        self.events: list[dict[str, Any]] = []
+        self.current_step = -1
+        self.example = builtin_example(self.setting)
+
+    def _seed_specs(self) -> list[EnvSpec]:
+        """The built-ins of the setting, or the envs of a fixed pool directory (``spade-envs generate`` output)."""
+        pool_dir = self.cfg["fixed_env"].get("pool_dir")
+        if pool_dir:
+            manifest = Path(pool_dir) / "manifest.jsonl"
+            specs = []
+            for line in manifest.read_text(encoding="utf-8").splitlines():
+                row = json.loads(line)
+                if row.get("valid"):
+                    source = (Path(pool_dir) / "envs" / f"{row['env_id']}.py").read_text(encoding="utf-8")
+                    specs.append(EnvSpec(row["env_id"], self.setting, row["skill"], source, doc_id=row.get("doc_id")))
+            if not specs:
+                raise ValueError(f"{manifest} lists no valid environment")
+            return specs
+        return [builtin_spec(e.name) for e in BUILTINS if e.setting == self.setting]
+
+    # -- designer side --------------------------------------------------------------------------------------------
+    def designer_task(self, step: int, slot: int) -> dict[str, Any]:
+        """What designer sample ``slot`` of regeneration ``step`` should build: skill, document, prompt messages."""
+        self._advance(step)
+        skills = list(SKILLS[self.setting])
+        skill = skills[(step // max(1, self.cfg["regen_every"]) * self.cfg["envs_per_regen"] + slot) % len(skills)]
+        doc = self.corpus.sample(self.rng) if self.corpus is not None else None
+        text = truncate_words(doc.text, self.corpus.config.max_words(self.setting)) if doc is not None else None
+        domain = variant = None
+        if self.setting == "tool_use":
+            domain = self.rng.choice(DOMAINS)
+            variant = self.rng.choices(list(VARIANT_WEIGHTS), weights=list(VARIANT_WEIGHTS.values()))[0]
+        exemplars = exemplars_for_prompt(self.memory, self.setting, skill, self.np_rng)
+        example = self.example if self.cfg["designer"]["show_example"] else None
+        messages = designer_messages(self.setting, text, skill, domain=domain, variant=variant,
+                                     exemplars=exemplars, example_source=example)  # fmt: skip
+        return {"setting": self.setting, "skill": skill, "doc_id": doc.doc_id if doc else None, "domain": domain,
+                "variant": variant, "messages": messages}  # fmt: skip
+
+    def register_design(self, step: int, outcome: dict[str, Any]) -> str | None:
+        """Record one designer sample; an admitted env joins memory and the next generation of live envs."""
+        self.events.append({"step": step, "kind": "design", **{k: v for k, v in outcome.items() if k != "source"}})
+        if not outcome["valid"]:
+            return None
+        spec = EnvSpec(env_id="", setting=self.setting, skill=outcome["skill"], source=outcome["source"],
+                       doc_id=outcome.get("doc_id"), created_step=step)  # fmt: skip
+        env_id = f"{self.setting}-{outcome['skill']}-{spec.sha256[:12]}"
+        spec = EnvSpec(**{**spec.to_dict(), "env_id": env_id})
+        record = MemoryRecord(spec=spec, win_rate=outcome["win_rate"], regret=outcome["raw_regret"],
+                              plays=len(outcome["seeds"]), last_played_step=step)  # fmt: skip
+        if self.memory.add(record):
+            self.generation.append(env_id)
+        return env_id
+
+    def _advance(self, step: int) -> None:
+        """First task of a new step: log the finished step, promote the envs designed in it, save memory."""
+        if step <= self.current_step:
+            return
+        if self.current_step >= 0:
+            self.step_metrics(self.current_step)
+        if self.generation:  # envs designed at step K are played from step K + 1 on
+            self.live = list(self.generation)
+            self.generation = []
+        self.memory.save(self.memory_path)
+        self.current_step = step
+
+    # -- agent side -----------------------------------------------------------------------------------------------
+    def agent_task(self, step: int, slot: int) -> dict[str, Any]:
+        """The env and seed of agent row ``slot`` at ``step``: live envs round-robin, plus memory replay."""
+        self._advance(step)
+        replay = self.cfg["memory_replay_fraction"]
+        if replay > 0 and self.rng.random() < replay and len(self.memory) > 0:
+            picked = self.memory.sample_replay(1, step, self.np_rng)
+            env_id = picked[0].env_id if picked else self.live[slot % len(self.live)]
+        else:
+            env_id = self.live[(step * 7919 + slot) % len(self.live)]
+        record = self.memory.get(env_id)
+        seed = (self.cfg["seed"] * 1_000_003 + step * 10_007 + slot) % (2**31 - 1)
+        return {"env_id": env_id, "source": record.spec.source, "setting": record.setting, "seed": seed,
+                "skill": record.skill}  # fmt: skip
+
+    def record_play(self, env_id: str, step: int, outcome: float, fault: str | None) -> None:
+        """An agent training play finished: re-score the env in memory (win rate over its plays so far)."""
+        self.events.append({"step": step, "kind": "play", "env_id": env_id, "outcome": outcome, "fault": fault})
+        if fault is not None:
+            return
+        self.window[env_id].append(outcome)
+        plays = self.window[env_id]
+        record = self.memory.get(env_id)
+        self.memory.update_stats(env_id, sum(plays) / len(plays), None, record.plays + 1, step)
+
+    # -- reporting ------------------------------------------------------------------------------------------------
+    def step_metrics(self, step: int) -> dict[str, float]:
+        """Metrics of ``step`` (validity, failure codes, regret, win rates, faults, diversity), logged as JSONL."""
+        events = [e for e in self.events if e["step"] == step]
+        designs = [e for e in events if e["kind"] == "design"]
+        plays = [e for e in events if e["kind"] == "play"]
+        metrics: dict[str, float] = {"spade/step": step, "spade/live_envs": len(self.live),
+                                     "spade/memory_size": len(self.memory),
+                                     "spade/distinct_ast_hashes": len({r.ast_hash for r in self.memory})}  # fmt: skip
+        if designs:
+            valid = [d for d in designs if d["valid"]]
+            metrics["spade/propose/validity_rate"] = len(valid) / len(designs)
+            metrics["spade/propose/designer_reward_mean"] = float(np.mean([d["reward"] for d in designs]))
+            for d in designs:
+                if not d["valid"]:
+                    key = f"spade/propose/failure/{d['code']}"
+                    metrics[key] = metrics.get(key, 0) + 1
+            if valid:
+                metrics["spade/propose/regret_mean"] = float(np.mean([d["regret"] for d in valid]))
+                metrics["spade/propose/win_rate_mean"] = float(np.mean([d["win_rate"] for d in valid]))
+                leaks = [d for d in valid if d.get("hint_failure") == "hint_leak"]
+                metrics["spade/propose/hint_leak_rate"] = len(leaks) / len(valid)
+        if plays:
+            ok = [p for p in plays if p["fault"] is None]
+            metrics["spade/solve/env_fault_rate"] = 1 - len(ok) / len(plays)
+            if ok:
+                metrics["spade/solve/win_rate"] = float(np.mean([p["outcome"] >= 1.0 for p in ok]))
+                metrics["spade/solve/outcome_mean"] = float(np.mean([p["outcome"] for p in ok]))
+        with (self.run_dir / "spade_metrics.jsonl").open("a", encoding="utf-8") as f:
+            f.write(json.dumps({"time": time.time(), **metrics}) + "\n")
+        return metrics
+
+    def finish(self) -> str:
+        """End of training: log the last step and save memory; returns the memory path."""
+        if self.current_step >= 0:
+            self.step_metrics(self.current_step)
+        self.memory.save(self.memory_path)
+        return str(self.memory_path)

@@ -1,0 +1,82 @@
+"""``python -m recipe.spade.main_spade [overrides]``: SPADE self-play on verl 0.9.1's V1 trainer.
+
+Differences from ``verl.trainer.main_ppo`` (everything else is verl's own trainer, workers and loss):
+the data is the self-play schedule (``recipe/spade/schedule.py``), the agent loops are SPADE's
+(``config/agent_loops.yaml``), and the config carries a ``spade:`` block (``config/spade_trainer.yaml``).
+On CPU, export ``VERL_PLATFORM=cpu`` first (``examples/run_spade_tiny_cpu.sh`` does).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+__all__ = ["main", "prepare"]
+
+_AGENT_LOOPS = Path(__file__).resolve().parent / "config" / "agent_loops.yaml"
+
+
+def prepare(config: DictConfig) -> None:
+    """Write the schedule, point verl at SPADE's agent loops, check the spade block, build tiny models on CPU."""
+    spade = OmegaConf.to_container(config.spade, resolve=True)
+    if spade["setting"] not in ("games", "tool_use"):
+        raise ValueError(f"spade.setting must be games or tool_use, got {spade['setting']!r}")
+    per_step = spade["agent_rows_per_step"] + spade["envs_per_regen"]
+    with open_dict(config):
+        if config.data.train_batch_size != per_step:
+            raise ValueError(
+                f"data.train_batch_size ({config.data.train_batch_size}) must equal spade.agent_rows_per_step + "
+                f"spade.envs_per_regen ({per_step}): one step reads exactly one step of the schedule"
+            )
+        steps = config.trainer.total_training_steps or 1
+        if config.data.train_files == "schedule":
+            from recipe.spade.schedule import write_schedule
+
+            path = write_schedule(spade, steps, Path(spade["run_dir"]) / f"schedule-{steps}.parquet")
+            config.data.train_files = config.data.val_files = str(path)
+        if not config.actor_rollout_ref.rollout.agent.agent_loop_config_path:
+            config.actor_rollout_ref.rollout.agent.agent_loop_config_path = str(_AGENT_LOOPS)
+        if config.trainer.device == "cpu":
+            from recipe.spade.cpu.main_cpu import materialise
+
+            materialise(config)
+
+
+@hydra.main(config_path="config", config_name="spade_trainer", version_base=None)
+def main(config: DictConfig) -> None:
+    """Hydra entry point (the dapo recipe's shape: check verl, prepare, then verl's own run_ppo)."""
+    from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+    from verl.utils.device import auto_set_device
+
+    from recipe.spade import check_verl_version
+
+    check_verl_version()
+    prepare(config)
+    auto_set_device(config)
+    validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+    run_ppo(config, task_runner_class=TaskRunnerV1)
+    finish(config)
+
+
+def finish(config: DictConfig) -> None:
+    """After training: log the last step, save the memory, and write the run report (plots when matplotlib is there)."""
+    import ray
+
+    from recipe.spade.env_pool import ACTOR_NAME
+    from recipe.spade.report import write_report
+
+    try:
+        pool = ray.get_actor(ACTOR_NAME)
+    except ValueError:
+        return  # no agent loop ran (e.g. zero steps): nothing to report
+    memory_path = ray.get(pool.finish.remote())
+    report = write_report(Path(config.spade.run_dir))
+    print(f"spade: memory saved to {memory_path}; report written to {report}")
+
+
+if __name__ == "__main__":
+    main()
