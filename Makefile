@@ -39,8 +39,16 @@ lint: install
 test: lint
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
+# The main job on the embedded default: a tiny SPADE self-play run on CPU (real verl 0.9.1 V1 trainer, tiny random
+# Qwen3, built-in envs seeded into memory). DEMO_ROLLOUT=hf_scripted makes the designer a scripted stand-in that
+# writes built-in environments, so the admitted-environment path runs too. The report lands in $(DEMO_DIR)/spade.
+DEMO_DIR ?= runs/demo
+DEMO_ROLLOUT ?= hf
 demo: install
-	$(VENV)/bin/spade-envs demo
+	$(VENV)/bin/spade-envs demo --seeds 0 1
+	PYTHON=$(PY) RUN_DIR=$(abspath $(DEMO_DIR)) bash examples/run_spade_tiny_cpu.sh \
+	    actor_rollout_ref.rollout.name=$(DEMO_ROLLOUT) spade_cpu.tiny_model_dir=$(abspath $(DEMO_DIR))/tiny-model
+	@cat $(DEMO_DIR)/spade/report.md
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

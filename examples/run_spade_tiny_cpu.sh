@@ -19,18 +19,21 @@ AGENT_ROWS=${AGENT_ROWS:-2}
 N=${N:-2}
 PYTHON=${PYTHON:-python3}
 
-"${PYTHON:-python3}" -m recipe.spade.main_spade \
-    backend=cpu \
-    spade.setting="$SETTING" spade.corpus="$CORPUS" spade.run_dir="$RUN_DIR/spade" \
-    spade.regen_every="$REGEN_EVERY" spade.envs_per_regen="$ENVS_PER_REGEN" spade.agent_rows_per_step="$AGENT_ROWS" \
-    spade.plays_per_arm=2 spade.max_turns=3 spade.turn_tokens=16 spade.designer.max_tokens=64 \
-    spade.designer.show_example=false spade.hint.max_tokens=16 spade.sandbox.pool_size=1 \
-    data.train_files=schedule data.val_files=schedule \
-    data.train_batch_size=$((AGENT_ROWS + ENVS_PER_REGEN)) data.max_prompt_length=2048 data.max_response_length=64 \
-    data.filter_overlong_prompts=false \
-    actor_rollout_ref.rollout.n="$N" actor_rollout_ref.rollout.prompt_length=2048 \
-    actor_rollout_ref.rollout.response_length=64 \
-    actor_rollout_ref.actor.ppo_mini_batch_size=2 \
-    trainer.total_training_steps="$STEPS" trainer.default_local_dir="$RUN_DIR/ckpt" \
-    trainer.save_freq=-1 trainer.logger=console \
-    "$@"
+CONFIG_NAME=spade_trainer
+OVERRIDES=(
+    backend=cpu
+    spade.setting="$SETTING" spade.corpus="$CORPUS" spade.run_dir="$RUN_DIR/spade"
+    spade.regen_every="$REGEN_EVERY" spade.envs_per_regen="$ENVS_PER_REGEN" spade.agent_rows_per_step="$AGENT_ROWS"
+    spade.plays_per_arm=2 spade.max_turns=3 spade.turn_tokens=16 spade.designer.max_tokens=64
+    spade.designer.show_example=false spade.hint.max_tokens=16 spade.sandbox.pool_size=1
+    data.train_files=schedule data.val_files=schedule
+    data.train_batch_size=$((AGENT_ROWS + ENVS_PER_REGEN)) data.max_prompt_length=2048 data.max_response_length=64
+    data.filter_overlong_prompts=false
+    actor_rollout_ref.rollout.n="$N" actor_rollout_ref.rollout.prompt_length=2048
+    actor_rollout_ref.rollout.response_length=64
+    actor_rollout_ref.actor.ppo_mini_batch_size=2
+    trainer.total_training_steps="$STEPS" trainer.default_local_dir="$RUN_DIR/ckpt"
+    trainer.save_freq=-1 trainer.logger=console
+)
+source "$(dirname "$0")/lib/launch.sh"
+spade_launch "$@"

@@ -54,6 +54,7 @@ class SpadeEnvPool:
         self.window: dict[str, list[float]] = defaultdict(list)
         self.events: list[dict[str, Any]] = []
         self.current_step = -1
+        self.tasks: dict[tuple[int, int], dict[str, Any]] = {}
         self.example = builtin_example(self.setting)
 
     def _seed_specs(self) -> list[EnvSpec]:
@@ -74,8 +75,13 @@ class SpadeEnvPool:
 
     # -- designer side --------------------------------------------------------------------------------------------
     def designer_task(self, step: int, slot: int) -> dict[str, Any]:
-        """What designer sample ``slot`` of regeneration ``step`` should build: skill, document, prompt messages."""
+        """What designer row ``slot`` of regeneration ``step`` should build: skill, document, prompt messages.
+
+        The same task for all ``rollout.n`` samples of the row, so that GRPO compares designs of one prompt.
+        """
         self._advance(step)
+        if (step, slot) in self.tasks:
+            return self.tasks[(step, slot)]
         skills = list(SKILLS[self.setting])
         skill = skills[(step // max(1, self.cfg["regen_every"]) * self.cfg["envs_per_regen"] + slot) % len(skills)]
         doc = self.corpus.sample(self.rng) if self.corpus is not None else None
@@ -88,8 +94,10 @@ class SpadeEnvPool:
         example = self.example if self.cfg["designer"]["show_example"] else None
         messages = designer_messages(self.setting, text, skill, domain=domain, variant=variant,
                                      exemplars=exemplars, example_source=example)  # fmt: skip
-        return {"setting": self.setting, "skill": skill, "doc_id": doc.doc_id if doc else None, "domain": domain,
+        task = {"setting": self.setting, "skill": skill, "doc_id": doc.doc_id if doc else None, "domain": domain,
                 "variant": variant, "messages": messages}  # fmt: skip
+        self.tasks[(step, slot)] = task
+        return task
 
     def register_design(self, step: int, outcome: dict[str, Any]) -> str | None:
         """Record one designer sample; an admitted env joins memory and the next generation of live envs."""

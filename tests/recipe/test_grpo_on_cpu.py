@@ -8,12 +8,15 @@ import re
 import subprocess
 import sys
 
+import pytest
 
-def test_two_grpo_steps_on_the_v1_trainer(tmp_path):
+
+@pytest.mark.parametrize("extra", [[], ["actor_rollout_ref.actor.use_kl_loss=true"]], ids=["grpo", "grpo-ref-kl"])
+def test_two_grpo_steps_on_the_v1_trainer(tmp_path, extra):
     command = [
         sys.executable, "-m", "recipe.spade.cpu.main_cpu",
         f"spade_cpu.tiny_model_dir={tmp_path / 'model'}", f"spade_cpu.tiny_data_dir={tmp_path / 'data'}",
-        "trainer.total_training_steps=2", f"trainer.default_local_dir={tmp_path / 'ckpt'}",
+        "trainer.total_training_steps=2", f"trainer.default_local_dir={tmp_path / 'ckpt'}", *extra,
     ]  # fmt: skip
     run = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=tmp_path)
     log = run.stdout + run.stderr
@@ -27,3 +30,5 @@ def test_two_grpo_steps_on_the_v1_trainer(tmp_path):
     assert float(metrics["actor/grad_norm"]) > 0
     assert float(metrics["timing_s/gen"]) < 1.9, "the fast-poll replay buffer should remove V1's 2 s poll floor"
     assert "response_length/mean" in metrics and "critic/advantages/max" in metrics
+    if extra:  # the reference model ran and the KL loss entered the update
+        assert "actor/kl_loss" in metrics and "timing_s/ref" in metrics

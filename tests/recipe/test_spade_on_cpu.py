@@ -1,8 +1,8 @@
 """SPADE end to end on verl 0.9.1's real V1 trainer, on CPU, through examples/run_spade_tiny_cpu.sh.
 
-The designer is a scripted stand-in at the model boundary (``rollout.name=hf_scripted``: designer and hint-writer
-prompts are answered with a built-in environment and a fixed hint; recipe/spade/cpu/scripted.py), so the
-admitted-environment path runs. Everything else is real: the agent's turns come from the tiny model through the
+The designer is a scripted stand-in at the model boundary (``rollout.name=hf_scripted``: of the two samples of each
+designer row one is a built-in environment and one broken code; hint-writer prompts get a fixed hint;
+recipe/spade/cpu/scripted.py), so both the admitted and the rejected path run. Everything else is real: the agent's turns come from the tiny model through the
 hf rollout, environments run in the sandbox, rewards, memory, GRPO and the actor update are the real code.
 """
 
@@ -31,15 +31,17 @@ def test_three_self_play_steps_then_resume_with_the_same_memory(tmp_path):
     rows = [json.loads(line) for line in (spade_dir / "spade_metrics.jsonl").read_text().splitlines()]
     by_step = {int(r["spade/step"]): r for r in rows}
     assert set(by_step) == {0, 1, 2}
-    for regen in (0, 2):  # regen_every=2: designer rows at steps 0 and 2, all admitted and scored
-        assert by_step[regen]["spade/propose/validity_rate"] == 1.0
+    for regen in (0, 2):  # regen_every=2: designer rows at steps 0 and 2; one sample of each row admitted
+        assert by_step[regen]["spade/propose/validity_rate"] == 0.5
+        assert by_step[regen]["spade/propose/failure/syntax_error"] == 2
         assert "spade/propose/designer_reward_mean" in by_step[regen]
     for step in (0, 1, 2):  # agent rows every step, played in the sandbox, no env faults
         assert by_step[step]["spade/solve/env_fault_rate"] == 0.0
     trainer_steps = {int(m.group(1)): m.group(0) for m in re.finditer(r"step:(\d+) - .*", log)}
     assert {1, 2, 3} <= set(trainer_steps)
-    for line in trainer_steps.values():
-        assert float(re.search(r"actor/grad_norm:([\d.e+-]+)", line).group(1)) > 0, "the actor was updated"
+    for step in (1, 3):  # trainer steps 1 and 3 hold designer rows whose two samples scored differently
+        grad = float(re.search(r"actor/grad_norm:([\d.e+-]+)", trainer_steps[step]).group(1))
+        assert grad > 0, "designer and agent samples entered the update and the actor changed"
     assert (spade_dir / "report.md").exists()
 
     memory = [json.loads(line) for line in (spade_dir / "memory.jsonl").read_text().splitlines()[1:]]

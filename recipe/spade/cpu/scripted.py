@@ -2,9 +2,11 @@
 
 A tiny random model never writes a valid environment, so on CPU every designer sample would be rejected and the
 admitted-environment path (validation passes, hint, paired measurement, memory, live envs) would never run
-through the real trainer. This rollout server (``rollout.name=hf_scripted``) answers *designer* prompts with the
-source of a built-in environment and *hint-writer* prompts with a fixed, leak-free hint; every other request (the
-agent's turns) goes to the real model. Nothing else is faked. Use it only in tests and demos that say so.
+through the real trainer. This rollout server (``rollout.name=hf_scripted``) answers *designer* prompts
+alternately with the source of a built-in environment and with broken code (the first answer to a given prompt is
+valid, the second broken, ...), so the samples of one designer row get different rewards and GRPO has a signal;
+*hint-writer* prompts get a fixed, leak-free hint. Every other request (the agent's turns) goes to the real model.
+Nothing else is faked. Use it only in tests and demos that say so.
 """
 
 from __future__ import annotations
@@ -37,13 +39,19 @@ class ScriptedDesignerServer(HFRolloutServer):
             for setting in ("games", "tool_use")
         }
         self.scripted = 0
+        self.seen: dict[int, int] = {}
 
     async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any], request_id: str,
                        **kwargs: Any) -> TokenOutput:  # fmt: skip
         text = self.tokenizer.decode(prompt_ids[-400:], skip_special_tokens=True)
         if _DESIGNER_TAIL in text:
+            key = hash(tuple(prompt_ids))
+            self.seen[key] = self.seen.get(key, 0) + 1
             setting = "tool_use" if "Plan the world, the tools" in text else "games"
-            answer = f"Here is the environment.\n```python\n{next(self.sources[setting])}```"
+            if self.seen[key] % 2 == 0:
+                answer = "Here is the environment.\n```python\nclass BrokenEnv(:\n    pass\n```"
+            else:
+                answer = f"Here is the environment.\n```python\n{next(self.sources[setting])}```"
         elif _HINT_TAIL in text:
             answer = _HINT
         else:

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# SPADE, games setting, Qwen3-30B-A3B-Instruct-2507 on one 8-GPU node: Megatron (TP4 + SP, EP8, optimizer offload)
+# with a vLLM rollout (TP4 x DP2, expert parallel 8 = TP x DP, as vLLM requires on verl 0.9.1). The paper's schedule:
+# 400 steps, 24 envs every 4 steps, 8 no-hint plays per env per step, 8 paired plays per arm at design time.
+# Needs Python 3.12 and `pip install -e ".[gpu,megatron]"`. Every knob: an environment variable or a Hydra override.
+set -xeuo pipefail
+cd "$(dirname "$0")/.."
+
+# Paths
+MODEL_PATH=${MODEL_PATH:-Qwen/Qwen3-30B-A3B-Instruct-2507}
+CORPUS=${CORPUS:-examples/data/sample_corpus.jsonl}
+RUN_DIR=${RUN_DIR:-$PWD/runs/spade-30b}
+# Ray / cluster
+NNODES=${NNODES:-1}
+GPUS_PER_NODE=${GPUS_PER_NODE:-8}
+# Schedule (paper: 400 steps, 24 envs every 4 steps, 8 plays per env per step)
+SETTING=${SETTING:-games}
+STEPS=${STEPS:-400}
+REGEN_EVERY=${REGEN_EVERY:-4}
+ENVS_PER_REGEN=${ENVS_PER_REGEN:-24}
+AGENT_ROWS=${AGENT_ROWS:-24}
+N=${N:-8}
+PLAYS_PER_ARM=${PLAYS_PER_ARM:-8}
+# Lengths (paper: 32k context, 8k tokens per agent turn, 16k designer tokens, up to 25 turns)
+MAX_PROMPT=${MAX_PROMPT:-16384}
+MAX_RESPONSE=${MAX_RESPONSE:-16384}
+TURN_TOKENS=${TURN_TOKENS:-8192}
+MAX_TURNS=${MAX_TURNS:-25}
+# Algorithm (paper: Adam lr 1e-6, wd 0.1, clip 0.2/0.28, KL 0, GRPO without std normalisation)
+LR=${LR:-1e-6}
+# Parallelism: Megatron actor and vLLM rollout
+TP=${TP:-4}
+EP=${EP:-8}
+GEN_TP=${GEN_TP:-4}
+GEN_DP=${GEN_DP:-2}
+
+CONFIG_NAME=spade_megatron_trainer
+OVERRIDES=(
+    spade.setting="$SETTING" spade.corpus="$CORPUS" spade.run_dir="$RUN_DIR/spade"
+    spade.regen_every="$REGEN_EVERY" spade.envs_per_regen="$ENVS_PER_REGEN" spade.agent_rows_per_step="$AGENT_ROWS"
+    spade.plays_per_arm="$PLAYS_PER_ARM" spade.max_turns="$MAX_TURNS" spade.turn_tokens="$TURN_TOKENS"
+    spade.designer.max_tokens=16384
+    data.train_batch_size=$((AGENT_ROWS + ENVS_PER_REGEN))
+    data.max_prompt_length="$MAX_PROMPT" data.max_response_length="$MAX_RESPONSE" data.filter_overlong_prompts=false
+    actor_rollout_ref.model.path="$MODEL_PATH"
+    algorithm.adv_estimator=grpo algorithm.norm_adv_by_std_in_grpo=false algorithm.use_kl_in_reward=false
+    actor_rollout_ref.actor.use_kl_loss=false
+    actor_rollout_ref.actor.optim.lr="$LR" actor_rollout_ref.actor.optim.weight_decay=0.1
+    actor_rollout_ref.actor.clip_ratio_low=0.2 actor_rollout_ref.actor.clip_ratio_high=0.28
+    actor_rollout_ref.actor.ppo_mini_batch_size=$((AGENT_ROWS + ENVS_PER_REGEN))
+    actor_rollout_ref.actor.use_dynamic_bsz=true actor_rollout_ref.actor.ppo_max_token_len_per_gpu=40960
+    actor_rollout_ref.actor.megatron.tensor_model_parallel_size="$TP"
+    actor_rollout_ref.actor.megatron.expert_model_parallel_size="$EP"
+    actor_rollout_ref.actor.megatron.expert_tensor_parallel_size=1
+    actor_rollout_ref.actor.megatron.sequence_parallel=true
+    actor_rollout_ref.actor.megatron.param_offload=true actor_rollout_ref.actor.megatron.optimizer_offload=true
+    actor_rollout_ref.ref.megatron.tensor_model_parallel_size="$TP"
+    actor_rollout_ref.ref.megatron.expert_model_parallel_size="$EP"
+    actor_rollout_ref.ref.megatron.param_offload=true
+    actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n="$N"
+    actor_rollout_ref.rollout.tensor_model_parallel_size="$GEN_TP"
+    actor_rollout_ref.rollout.data_parallel_size="$GEN_DP"
+    actor_rollout_ref.rollout.expert_parallel_size=$((GEN_TP * GEN_DP))
+    actor_rollout_ref.rollout.gpu_memory_utilization=0.7
+    actor_rollout_ref.rollout.temperature=0.6 actor_rollout_ref.rollout.top_p=0.95
+    actor_rollout_ref.rollout.prompt_length="$MAX_PROMPT" actor_rollout_ref.rollout.response_length="$MAX_RESPONSE"
+    actor_rollout_ref.rollout.calculate_log_probs=true
+    actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=true
+    actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=40960
+    trainer.nnodes="$NNODES" trainer.n_gpus_per_node="$GPUS_PER_NODE"
+    trainer.total_training_steps="$STEPS" trainer.save_freq=16 trainer.default_local_dir="$RUN_DIR/ckpt"
+    trainer.logger='["console","wandb"]' trainer.project_name=spade trainer.experiment_name=spade-30b-"$SETTING"
+)
+source examples/lib/launch.sh
+spade_launch "$@"
