@@ -26,7 +26,7 @@ from recipe.spade.cpu.tiny_model import build_tiny_qwen3
 
 def generation(requests: int, tokens: int, model_dir: Path) -> list[tuple[str, float, float]]:
     torch.set_num_threads(1)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32, attn_implementation="sdpa")
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="sdpa")
     engine = BatchedGenerator(model, eos_ids=[], pad_id=406, max_batch=requests)  # no EOS: every row runs to the end
     prompts = [[407] + [(i * 7 + j) % 300 for j in range(20 + i % 13)] + [408] for i in range(requests)]
 

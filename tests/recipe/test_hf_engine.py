@@ -19,7 +19,7 @@ def model_dir(tmp_path_factory):
 def engine(model_dir):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32, attn_implementation="sdpa")
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="sdpa")
     yield BatchedGenerator(model, eos_ids=[408, 406], pad_id=406, max_batch=8)
     torch.set_num_threads(threads)
 

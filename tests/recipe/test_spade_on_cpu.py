@@ -1,9 +1,10 @@
 """SPADE end to end on verl 0.9.1's real V1 trainer, on CPU, through examples/run_spade_tiny_cpu.sh.
 
-The designer is a scripted stand-in at the model boundary (``rollout.name=hf_scripted``: of the two samples of each
-designer row one is a built-in environment and one broken code; hint-writer prompts get a fixed hint;
-recipe/spade/cpu/scripted.py), so both the admitted and the rejected path run. Everything else is real: the agent's turns come from the tiny model through the
-hf rollout, environments run in the sandbox, rewards, memory, GRPO and the actor update are the real code.
+The designer is a scripted stand-in at the model boundary (``rollout.name=hf_scripted``, recipe/spade/cpu/scripted.py):
+of the two samples of each designer row one is a built-in environment and one broken code, and hint-writer prompts
+get a fixed hint, so both the admitted and the rejected path run. Everything else is real: the agent's turns come
+from the tiny model through the hf rollout, environments run in the sandbox, and rewards, memory, GRPO and the actor
+update are the real code.
 """
 
 import json

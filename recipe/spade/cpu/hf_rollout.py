@@ -43,7 +43,7 @@ class HFRolloutServer:
         self.model_config = model_config
         path = getattr(model_config, "local_path", None) or model_config.path
         trust = bool(getattr(model_config, "trust_remote_code", False))
-        model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32, attn_implementation="sdpa",
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa",
                                                      trust_remote_code=trust)  # fmt: skip
         gen = GenerationConfig.from_model_config(model.config)
         try:
