@@ -73,7 +73,9 @@ def _read_only_paths() -> list[str]:
 
 
 def _bwrap_prefix(scratch: str) -> list[str]:
-    args = ["bwrap", "--unshare-all", "--die-with-parent", "--cap-drop", "ALL", "--clearenv"]
+    # Mount order matters: /tmp (a fresh tmpfs) comes first, so that binds of paths under /tmp (a checkout, a venv,
+    # the scratch dir) land on top of it instead of being hidden by it.
+    args = ["bwrap", "--unshare-all", "--die-with-parent", "--cap-drop", "ALL", "--clearenv", "--tmpfs", "/tmp"]
     for link in ("/lib", "/lib64", "/bin", "/sbin"):
         if os.path.islink(link):
             args += ["--symlink", os.readlink(link), link]
@@ -83,7 +85,7 @@ def _bwrap_prefix(scratch: str) -> list[str]:
     for path in paths:  # a path inside another bound path is already visible
         if not any(path != other and path.startswith(other.rstrip("/") + "/") for other in paths):
             args += ["--ro-bind", path, path]
-    args += ["--tmpfs", "/tmp", "--bind", scratch, scratch, "--proc", "/proc", "--dev", "/dev"]
+    args += ["--bind", scratch, scratch, "--proc", "/proc", "--dev", "/dev"]
     # The sandbox's own root (a tmpfs holding the mount points) becomes read-only too: only scratch and /tmp write.
     return args + ["--remount-ro", "/", "--chdir", scratch, "--uid", "65534", "--gid", "65534", "--"]
 
