@@ -172,3 +172,13 @@ def test_pool_bounds_workers_and_leaves_no_processes():
     while _processes_in_groups(groups) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _processes_in_groups(groups)
+
+
+def test_bwrap_mounts_tmp_before_the_binds():
+    """Regression: with --tmpfs /tmp after the binds, a checkout or venv under /tmp vanished inside the sandbox and
+    every bwrap worker died at start (seen when CI cloned the repository under /tmp)."""
+    from spade_envs.sandbox.process import _bwrap_prefix
+
+    args = _bwrap_prefix("/tmp/spade-env-x")
+    assert args.index("--tmpfs") < args.index("--ro-bind") < args.index("--bind")
+    assert args[args.index("--tmpfs") + 1] == "/tmp"
