@@ -1,56 +1,8 @@
 #!/usr/bin/env bash
-# SPADE, games setting, Qwen/Qwen3-4B-Instruct-2507 on one 8-GPU node with the FSDP engine and a vLLM rollout (TP 1).
-# The paper's schedule (400 steps, 24 envs every 4 steps, 8 plays per env per step). Needs `pip install -e ".[gpu]"`.
-# Every knob: an environment variable below or a Hydra override appended to the command line.
+# SPADE, games setting, Qwen3-4B-Instruct-2507 on one 8-GPU node: the 8B launcher (FSDP engine, vLLM rollout) with
+# the 4B model and rollout TP 1. Every knob of run_spade_8b.sh applies (environment variables or Hydra overrides).
 set -xeuo pipefail
 cd "$(dirname "$0")/.."
 
-# Paths
-MODEL_PATH=${MODEL_PATH:-Qwen/Qwen3-4B-Instruct-2507}
-CORPUS=${CORPUS:-examples/data/sample_corpus.jsonl}
-RUN_DIR=${RUN_DIR:-$PWD/runs/spade-4b}
-# Cluster
-NNODES=${NNODES:-1}
-GPUS_PER_NODE=${GPUS_PER_NODE:-8}
-# Schedule
-SETTING=${SETTING:-games}
-STEPS=${STEPS:-400}
-REGEN_EVERY=${REGEN_EVERY:-4}
-ENVS_PER_REGEN=${ENVS_PER_REGEN:-24}
-AGENT_ROWS=${AGENT_ROWS:-24}
-N=${N:-8}
-PLAYS_PER_ARM=${PLAYS_PER_ARM:-8}
-# Lengths
-MAX_PROMPT=${MAX_PROMPT:-16384}
-MAX_RESPONSE=${MAX_RESPONSE:-16384}
-TURN_TOKENS=${TURN_TOKENS:-8192}
-# Algorithm and rollout
-LR=${LR:-1e-6}
-GEN_TP=${GEN_TP:-1}
-
-CONFIG_NAME=spade_trainer
-OVERRIDES=(
-    spade.setting="$SETTING" spade.corpus="$CORPUS" spade.run_dir="$RUN_DIR/spade"
-    spade.regen_every="$REGEN_EVERY" spade.envs_per_regen="$ENVS_PER_REGEN" spade.agent_rows_per_step="$AGENT_ROWS"
-    spade.plays_per_arm="$PLAYS_PER_ARM" spade.turn_tokens="$TURN_TOKENS"
-    data.train_batch_size=$((AGENT_ROWS + ENVS_PER_REGEN))
-    data.max_prompt_length="$MAX_PROMPT" data.max_response_length="$MAX_RESPONSE" data.filter_overlong_prompts=false
-    actor_rollout_ref.model.path="$MODEL_PATH" actor_rollout_ref.model.enable_gradient_checkpointing=true
-    algorithm.adv_estimator=grpo algorithm.norm_adv_by_std_in_grpo=false algorithm.use_kl_in_reward=false
-    actor_rollout_ref.actor.optim.lr="$LR" actor_rollout_ref.actor.optim.weight_decay=0.1
-    actor_rollout_ref.actor.clip_ratio_low=0.2 actor_rollout_ref.actor.clip_ratio_high=0.28
-    actor_rollout_ref.actor.ppo_mini_batch_size=$((AGENT_ROWS + ENVS_PER_REGEN))
-    actor_rollout_ref.actor.use_dynamic_bsz=true actor_rollout_ref.actor.ppo_max_token_len_per_gpu=40960
-    actor_rollout_ref.actor.fsdp_config.param_offload=true actor_rollout_ref.actor.fsdp_config.optimizer_offload=true
-    actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n="$N"
-    actor_rollout_ref.rollout.tensor_model_parallel_size="$GEN_TP" actor_rollout_ref.rollout.gpu_memory_utilization=0.7
-    actor_rollout_ref.rollout.temperature=0.6 actor_rollout_ref.rollout.top_p=0.95
-    actor_rollout_ref.rollout.prompt_length="$MAX_PROMPT" actor_rollout_ref.rollout.response_length="$MAX_RESPONSE"
-    actor_rollout_ref.rollout.calculate_log_probs=true
-    actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=true actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=40960
-    trainer.nnodes="$NNODES" trainer.n_gpus_per_node="$GPUS_PER_NODE"
-    trainer.total_training_steps="$STEPS" trainer.save_freq=16 trainer.default_local_dir="$RUN_DIR/ckpt"
-    trainer.logger='["console","wandb"]' trainer.project_name=spade trainer.experiment_name=spade-4b-"$SETTING"
-)
-source examples/lib/launch.sh
-spade_launch "$@"
+MODEL_PATH=${MODEL_PATH:-Qwen/Qwen3-4B-Instruct-2507} GEN_TP=${GEN_TP:-1} RUN_DIR=${RUN_DIR:-$PWD/runs/spade-4b} \
+    EXPERIMENT=${EXPERIMENT:-spade-4b-${SETTING:-games}} bash examples/run_spade_8b.sh "$@"

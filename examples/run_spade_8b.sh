@@ -25,6 +25,7 @@ MAX_PROMPT=${MAX_PROMPT:-16384}
 MAX_RESPONSE=${MAX_RESPONSE:-16384}
 TURN_TOKENS=${TURN_TOKENS:-8192}
 # Algorithm and rollout
+EXPERIMENT=${EXPERIMENT:-spade-8b-$SETTING}
 LR=${LR:-1e-6}
 GEN_TP=${GEN_TP:-2}
 
@@ -50,7 +51,7 @@ OVERRIDES=(
     actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=true actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=40960
     trainer.nnodes="$NNODES" trainer.n_gpus_per_node="$GPUS_PER_NODE"
     trainer.total_training_steps="$STEPS" trainer.save_freq=16 trainer.default_local_dir="$RUN_DIR/ckpt"
-    trainer.logger='["console","wandb"]' trainer.project_name=spade trainer.experiment_name=spade-8b-"$SETTING"
+    trainer.logger='["console","wandb"]' trainer.project_name=spade trainer.experiment_name="$EXPERIMENT"
 )
 source examples/lib/launch.sh
 spade_launch "$@"
