@@ -73,9 +73,9 @@ def _read_only_paths() -> list[str]:
 
 
 def _bwrap_prefix(scratch: str) -> list[str]:
-    # Mount order matters: /tmp (a fresh tmpfs) comes first, so that binds of paths under /tmp (a checkout, a venv,
-    # the scratch dir) land on top of it instead of being hidden by it.
-    args = ["bwrap", "--unshare-all", "--die-with-parent", "--cap-drop", "ALL", "--clearenv", "--tmpfs", "/tmp"]
+    # No tmpfs at /tmp: it would hide binds of paths under /tmp (a checkout, a venv, the scratch dir) mounted before
+    # it, or let env code write beside them if mounted first. TMPDIR points at scratch instead (worker.py).
+    args = ["bwrap", "--unshare-all", "--die-with-parent", "--cap-drop", "ALL", "--clearenv"]
     for link in ("/lib", "/lib64", "/bin", "/sbin"):
         if os.path.islink(link):
             args += ["--symlink", os.readlink(link), link]
@@ -86,7 +86,7 @@ def _bwrap_prefix(scratch: str) -> list[str]:
         if not any(path != other and path.startswith(other.rstrip("/") + "/") for other in paths):
             args += ["--ro-bind", path, path]
     args += ["--bind", scratch, scratch, "--proc", "/proc", "--dev", "/dev"]
-    # The sandbox's own root (a tmpfs holding the mount points) becomes read-only too: only scratch and /tmp write.
+    # The sandbox's own root (a tmpfs holding the mount points) becomes read-only too: only scratch is writable.
     return args + ["--remount-ro", "/", "--chdir", scratch, "--uid", "65534", "--gid", "65534", "--"]
 
 

@@ -27,6 +27,10 @@ _SAFE_ENV = {
 }
 
 
+#: Every variable a worker's environment holds: the fixed ones above, plus temp and home dirs set to its scratch.
+WORKER_ENV_KEYS = frozenset(_SAFE_ENV) | {"TMPDIR", "HOME"}
+
+
 class SoftTimeout(BaseException):
     """Raised into env code by the in-worker alarm (a BaseException so that ``except Exception`` cannot eat it)."""
 
@@ -162,7 +166,7 @@ class _Server:
 def main() -> None:
     cfg = json.loads(sys.argv[1])
     os.environ.clear()
-    os.environ.update(_SAFE_ENV)
+    os.environ.update(_SAFE_ENV, TMPDIR=cfg["scratch"], HOME=cfg["scratch"])  # temp files go to scratch only
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)

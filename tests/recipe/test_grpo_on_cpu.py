@@ -27,7 +27,8 @@ def test_two_grpo_steps_on_the_v1_trainer(tmp_path, extra):
     # The rollout scores its own tokens with the weights the actor just trained: sync worked.
     assert float(metrics["training/rollout_probs_diff_max"]) < 1e-3
     assert float(metrics["training/rollout_actor_probs_pearson_corr"]) > 0.99
-    assert float(metrics["actor/grad_norm"]) > 0
+    grads = [float(re.search(r"actor/grad_norm:([\d.e+-]+)", line).group(1)) for line in steps.values()]
+    assert max(grads) > 0, "the actor was updated"
     assert float(metrics["timing_s/gen"]) < 1.9, "the fast-poll replay buffer should remove V1's 2 s poll floor"
     assert "response_length/mean" in metrics and "critic/advantages/max" in metrics
     if extra:  # the reference model ran and the KL loss entered the update

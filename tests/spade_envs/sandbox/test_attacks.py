@@ -54,7 +54,7 @@ from spade_envs.sandbox import (
     WorkerPool,
 )
 from spade_envs.sandbox.process import Worker, _read_only_paths
-from spade_envs.sandbox.worker import _SAFE_ENV
+from spade_envs.sandbox.worker import WORKER_ENV_KEYS
 
 LEVELS = ("bwrap", "landlock")
 CALL_TIMEOUT_S, SOFT_TIMEOUT_S = 3.0, 1.0
@@ -835,7 +835,7 @@ ATTACKS = [
         """,
         both(
             that(
-                lambda out: set(ast.literal_eval(out.lines["environ"])) <= set(_SAFE_ENV),
+                lambda out: set(ast.literal_eval(out.lines["environ"])) <= WORKER_ENV_KEYS,
                 "only the worker's own variables",
             ),
             no_secret,

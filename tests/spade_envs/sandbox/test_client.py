@@ -174,11 +174,13 @@ def test_pool_bounds_workers_and_leaves_no_processes():
     assert not _processes_in_groups(groups)
 
 
-def test_bwrap_mounts_tmp_before_the_binds():
-    """Regression: with --tmpfs /tmp after the binds, a checkout or venv under /tmp vanished inside the sandbox and
-    every bwrap worker died at start (seen when CI cloned the repository under /tmp)."""
+def test_bwrap_has_no_writable_tmp_that_could_hide_binds():
+    """Regression: a tmpfs at /tmp hid a checkout or venv under /tmp (every bwrap worker died at start when CI cloned
+    the repository there), and mounted first it let env code write beside the binds. Scratch is the only writable
+    place; TMPDIR points at it."""
     from spade_envs.sandbox.process import _bwrap_prefix
 
     args = _bwrap_prefix("/tmp/spade-env-x")
-    assert args.index("--tmpfs") < args.index("--ro-bind") < args.index("--bind")
-    assert args[args.index("--tmpfs") + 1] == "/tmp"
+    assert "--tmpfs" not in args
+    assert args[args.index("--bind") + 1 : args.index("--bind") + 3] == ["/tmp/spade-env-x", "/tmp/spade-env-x"]
+    assert args[args.index("--remount-ro") + 1] == "/"
