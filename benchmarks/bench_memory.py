@@ -25,6 +25,7 @@ if str(_ROOT) not in sys.path:  # run as a script from a checkout
 from spade_envs.memory import EnvMemory, MemoryConfig, MemoryRecord  # noqa: E402
 from spade_envs.skills import SKILLS  # noqa: E402
 from spade_envs.spec import EnvSpec  # noqa: E402
+from spade_envs.table import format_table  # noqa: E402
 
 __all__ = ["build", "main"]
 
@@ -94,14 +95,6 @@ def _timed(fn: Callable[[], object], repeats: int) -> tuple[float, float]:
     return statistics.median(times), max(times)
 
 
-def _table(rows: Sequence[Sequence[str]]) -> str:
-    header = ("measurement", "median", "max", "target", "ok")
-    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in (header, *rows)]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=100_000, help="records in the memory (default 100000)")
@@ -160,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows.append((name, f"{secs:.2f} s", "-", "< 2 s", "yes" if secs < 2 else "NO"))
     rows.append(("restore", f"{load_s:.2f} s", "-", "exact", "yes" if exact else "NO"))
     print(f"{n} records, {args.source_chars}-char sources, built in {build_s:.1f} s; {args.repeats} calls per row\n")
-    print(_table(rows))
+    print(format_table(("measurement", "median", "max", "target", "ok"), rows))
     return 0 if exact else 1
 
 

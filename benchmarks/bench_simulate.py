@@ -20,6 +20,7 @@ if str(_ROOT) not in sys.path:  # run as a script from a checkout
     sys.path.insert(0, str(_ROOT))
 
 from spade_envs.simulate import SimulationConfig, simulate_many  # noqa: E402
+from spade_envs.table import format_table  # noqa: E402
 
 __all__ = ["SETTINGS", "main"]
 
@@ -31,14 +32,6 @@ SETTINGS: dict[str, dict] = {
     "fixed pool": {"fixed_pool": True},
 }
 _TARGET_S = 30.0
-
-
-def _table(rows: Sequence[Sequence[str]]) -> str:
-    header = ("setting", "runs", "wall", "per run", "steps/s", "target", "ok")
-    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in (header, *rows)]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -60,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         rate = f"{args.steps * args.seeds / wall:.0f}"
         rows.append((name, f"{args.seeds} x {args.steps}", f"{wall:.2f} s", f"{wall / args.seeds:.2f} s", rate,
                      f"< {target:.3g} s", ok))  # fmt: skip
-    print(_table(rows))
+    print(format_table(("setting", "runs", "wall", "per run", "steps/s", "target", "ok"), rows))
     return 0
 
 

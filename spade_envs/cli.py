@@ -16,19 +16,14 @@ from pathlib import Path
 from spade_envs.builtin import BUILTINS, builtin, builtin_source, load_builtin
 from spade_envs.episode import do_nothing_policy, play, solution_policy
 from spade_envs.errors import SpadeEnvError
+from spade_envs.table import format_table
 
 __all__ = ["entrypoint", "main"]
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
-    line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
-    return "\n".join([line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)])
-
-
 def _cmd_list(_args: argparse.Namespace) -> int:
     rows = [(e.name, e.setting, e.skill, e.domain or "-", str(load_builtin(e.name).max_turns)) for e in BUILTINS]
-    print(_table(("env", "setting", "skill", "domain", "max_turns"), rows))
+    print(format_table(("env", "setting", "skill", "domain", "max_turns"), rows))
     return 0
 
 
@@ -58,7 +53,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             rows.append((entry.name, entry.setting, entry.skill, "-", "-", "-", f"ERROR {type(exc).__name__}: {exc}"))
         print(f"[{len(rows)}/{len(BUILTINS)}] {entry.name}", file=sys.stderr, flush=True)
     header = ("env", "setting", "skill", "turns", "solution reward", "do-nothing reward", "check")
-    print(_table(header, rows))
+    print(format_table(header, rows))
     seeds = ", ".join(map(str, args.seeds))
     print(f"\n{len(BUILTINS)} envs x seeds [{seeds}] in {time.perf_counter() - start:.2f} s; {failures} failing")
     return 1 if failures else 0
@@ -199,7 +194,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     rows = [(o.env_id or "-", o.skill, f"{o.win_rate:.2f}", f"{o.regret:.2f}", o.hint_failure or "ok",
              f"{o.designer_reward:+.2f}") for o in valid]  # fmt: skip
     if rows:
-        print(_table(("env", "skill", "win rate", "regret", "hint", "designer reward"), rows))
+        print(format_table(("env", "skill", "win rate", "regret", "hint", "designer reward"), rows))
     print(f"\n{len(valid)}/{config.n_envs} envs admitted from {len(outcomes)} designer samples; "
           f"pool written to {args.out} (envs/, manifest.jsonl, memory.jsonl)")  # fmt: skip
     return 0 if len(valid) == config.n_envs else 1
@@ -215,7 +210,7 @@ def _cmd_memory(args: argparse.Namespace) -> int:
         return 0
     rows = [(r.env_id, r.setting, r.skill, r.status, f"{r.win_rate:.2f}", f"{r.regret:+.2f}", str(r.plays),
              str(r.last_played_step)) for r in memory]  # fmt: skip
-    print(_table(("env", "setting", "skill", "status", "win rate", "regret", "plays", "last step"), rows))
+    print(format_table(("env", "setting", "skill", "status", "win rate", "regret", "plays", "last step"), rows))
     return 0
 
 

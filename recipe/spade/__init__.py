@@ -7,8 +7,9 @@ written against (``REQUIRED_VERL.txt``) and checks it at import, so a mismatched
 from __future__ import annotations
 
 from importlib import metadata, resources
+from typing import Any
 
-__all__ = ["REQUIRED_VERL", "check_verl_version"]
+__all__ = ["REQUIRED_VERL", "check_verl_version", "run_verl_trainer"]
 
 REQUIRED_VERL: str = resources.files(__package__).joinpath("REQUIRED_VERL.txt").read_text().strip()
 
@@ -23,3 +24,26 @@ def check_verl_version() -> str:
     if found != wanted:
         raise RuntimeError(f"this recipe is written against {REQUIRED_VERL}, but verl {found} is installed")
     return found
+
+
+def run_verl_trainer(config: Any, require_v1: bool = False) -> None:
+    """Run verl's trainer on a composed config, in the order ``verl.trainer.main_ppo.main`` does.
+
+    Device detection, config validation, then the V1 task runner (or the legacy one when ``trainer.use_v1=false``,
+    unless ``require_v1``).
+    """
+    from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+    from verl.utils.device import auto_set_device
+
+    auto_set_device(config)
+    validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+    if config.trainer.use_v1:
+        run_ppo(config, task_runner_class=TaskRunnerV1)
+        return
+    if require_v1:
+        raise ValueError("this entry point needs verl's V1 trainer: set trainer.use_v1=true")
+    from verl.trainer.main_ppo_v0 import TaskRunner
+
+    run_ppo(config, task_runner_class=TaskRunner)

@@ -47,18 +47,11 @@ def prepare(config: DictConfig) -> None:
 @hydra.main(config_path="config", config_name="spade_trainer", version_base=None)
 def main(config: DictConfig) -> None:
     """Hydra entry point (the dapo recipe's shape: check verl, prepare, then verl's own run_ppo)."""
-    from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
-    from verl.trainer.ppo.utils import need_critic, need_reference_policy
-    from verl.utils.config import validate_config
-    from verl.utils.device import auto_set_device
-
-    from recipe.spade import check_verl_version
+    from recipe.spade import check_verl_version, run_verl_trainer
 
     check_verl_version()
     prepare(config)
-    auto_set_device(config)
-    validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
-    run_ppo(config, task_runner_class=TaskRunnerV1)
+    run_verl_trainer(config, require_v1=True)
     finish(config)
 
 

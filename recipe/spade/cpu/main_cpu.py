@@ -50,23 +50,11 @@ def materialise(config: DictConfig) -> None:
 @hydra.main(config_path="../config", config_name="cpu", version_base=None)
 def main(config: DictConfig) -> None:
     """Hydra entry point: the CPU preset composed on verl's ppo_trainer, plus any command-line overrides."""
-    from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
-    from verl.trainer.ppo.utils import need_critic, need_reference_policy
-    from verl.utils.config import validate_config
-    from verl.utils.device import auto_set_device
-
-    from recipe.spade import check_verl_version
+    from recipe.spade import check_verl_version, run_verl_trainer
 
     check_verl_version()
     materialise(config)
-    auto_set_device(config)
-    validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
-    if config.trainer.use_v1:
-        run_ppo(config, task_runner_class=TaskRunnerV1)
-    else:
-        from verl.trainer.main_ppo_v0 import TaskRunner
-
-        run_ppo(config, task_runner_class=TaskRunner)
+    run_verl_trainer(config)
 
 
 if __name__ == "__main__":

