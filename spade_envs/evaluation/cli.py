@@ -1,12 +1,14 @@
 """``spade-eval``: score an OpenAI-compatible endpoint on SPADE's held-out benchmarks.
 
-Example (a vLLM server on a checkpoint)::
+Examples (a running server; or a checkpoint that spade-eval serves with vLLM for the length of the run)::
 
     spade-eval --base-url http://localhost:8000/v1 --model ckpt --suite games --data-dir data/ --out runs/eval
+    spade-eval --serve-checkpoint /ckpt/hf --serve-args "--tensor-parallel-size 8" --suite all --out runs/eval
 
 Every suite appends scored samples to ``<out>/<suite>.jsonl``; rerunning the same command resumes. The table is
 printed and written to ``<out>/results.md`` and ``<out>/results.json``. Exit status: 0 when every selected suite
-ran completely, 1 when a suite could not run or some samples failed (rerun to retry them), 2 on bad arguments.
+ran completely, 1 when a suite could not run, some samples failed (rerun to retry them) or the server did not
+start, 2 on bad arguments.
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from spade_envs.errors import SpadeEnvError
-from spade_envs.evaluation.registry import SUITES, make_suite, resolve_suites
+from spade_envs.evaluation.registry import SUITES, SuiteOptions, make_suite, resolve_suites
 from spade_envs.evaluation.report import write_reports
 from spade_envs.evaluation.runner import SuiteRun, run_suite
+from spade_envs.evaluation.serve import ModelServer, ServeConfig, ServeError, sigterm_as_exit
 from spade_envs.llm import ChatClient
 
 __all__ = ["entrypoint", "main", "parser"]
@@ -30,11 +34,17 @@ __all__ = ["entrypoint", "main", "parser"]
 def parser() -> argparse.ArgumentParser:
     """The argument parser (exposed so the docs test can check every documented flag exists)."""
     p = argparse.ArgumentParser(prog="spade-eval", description=__doc__.split("\n")[0])
-    p.add_argument("--base-url", required=True, help="OpenAI-compatible endpoint, usually ending in /v1")
-    p.add_argument("--model", required=True, help="model name the server serves")
+    p.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint, usually ending in /v1")
+    p.add_argument("--model", default=None, help="model name the server serves (default with --serve-checkpoint: "
+                   "the name the server reports)")  # fmt: skip
     p.add_argument("--suite", default="all", help=f"games, tool_use, all, or comma-separated: {', '.join(SUITES)}")
     p.add_argument("--out", required=True, type=Path, help="results directory (resumed if it exists)")
     p.add_argument("--data-dir", type=Path, default=None, help="user-provided benchmark files (AIME, GPQA, LCB)")
+    p.add_argument("--acebench-root", type=Path, default=os.environ.get("ACEBENCH_ROOT") or None,
+                   help="ACEBench checkout at commit e6db74b (default: $ACEBENCH_ROOT)")  # fmt: skip
+    p.add_argument("--user-base-url", default=None, help="endpoint of ACEBench's simulated user (default: the "
+                   "model under test; ACEBench uses gpt-4o); its key is read from SPADE_EVAL_USER_API_KEY")  # fmt: skip
+    p.add_argument("--user-model", default=None, help="model name of the simulated user")
     p.add_argument("--concurrency", type=int, default=16, help="samples in flight at once")
     p.add_argument("--limit", type=int, default=None, help="only the first N items of each suite (smoke runs)")
     p.add_argument("--samples", type=int, default=None, help="override every suite's samples per item")
@@ -44,7 +54,33 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per model call")
     p.add_argument("--retries", type=int, default=3, help="retries per model call on connection errors/429/5xx")
     p.add_argument("--quiet", action="store_true", help="no progress line")
+    serve = p.add_argument_group("serving a checkpoint (instead of --base-url)")
+    serve.add_argument("--serve-checkpoint", type=Path, default=None, help="start `vllm serve PATH` for the run")
+    serve.add_argument("--serve-command", default="vllm serve", help="the launcher (default: vllm serve)")
+    serve.add_argument("--serve-args", default="", help='more launcher arguments as one string: '
+                       '"--tensor-parallel-size 8", or --serve-args=--enforce-eager')  # fmt: skip
+    serve.add_argument("--serve-port", type=int, default=0, help="port to serve on (default: a free one)")
+    serve.add_argument("--serve-timeout-s", type=float, default=1800.0, help="seconds to wait for the server")
     return p
+
+
+def _check(args: argparse.Namespace) -> ServeConfig | None:
+    """Raise ``ValueError`` on inconsistent arguments; the server's config when one is to be started."""
+    if (args.base_url is None) == (args.serve_checkpoint is None):
+        raise ValueError("give exactly one of --base-url and --serve-checkpoint")
+    if args.base_url is not None and args.model is None:
+        raise ValueError("--model is required with --base-url")
+    if args.user_base_url is not None and args.user_model is None:
+        raise ValueError("--user-model is required with --user-base-url")
+    if args.concurrency < 1 or (args.limit is not None and args.limit < 1):
+        raise ValueError("--concurrency and --limit must be >= 1")
+    for url in (args.base_url, args.user_base_url):
+        if url is not None:
+            ChatClient(url, "check")  # raises ValueError on a malformed URL
+    if args.serve_checkpoint is None:
+        return None
+    return ServeConfig(args.serve_checkpoint, args.out / "serve.log", args.serve_command, args.serve_args,
+                       args.serve_port, args.serve_timeout_s)  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -52,21 +88,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         names = resolve_suites(args.suite)
-        client = ChatClient(args.base_url, args.model, api_key=os.environ.get("OPENAI_API_KEY"),
-                            timeout_s=args.timeout, max_retries=args.retries)  # fmt: skip
-        if args.concurrency < 1 or (args.limit is not None and args.limit < 1):
-            raise ValueError("--concurrency and --limit must be >= 1")
+        serve = _check(args)
     except ValueError as exc:
         print(f"spade-eval: {exc}", file=sys.stderr)
         return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    if serve is None:
+        return _evaluate(args, names, args.base_url, args.model)
+    try:
+        with sigterm_as_exit(), ModelServer(serve, progress=None if args.quiet else sys.stderr) as server:
+            return _evaluate(args, names, server.base_url, args.model or server.model,
+                             served={"checkpoint": str(serve.checkpoint), "argv": server.argv})  # fmt: skip
+    except ServeError as exc:
+        print(f"spade-eval: serve: {exc}", file=sys.stderr)
+        return 1
+
+
+def _evaluate(
+    args: argparse.Namespace, names: list[str], base_url: str, model: str, served: dict[str, Any] | None = None
+) -> int:
+    """Score every suite in ``names`` against ``base_url`` and write the reports."""
+    client = ChatClient(base_url, model, api_key=os.environ.get("OPENAI_API_KEY"), timeout_s=args.timeout,
+                        max_retries=args.retries)  # fmt: skip
+    user_client = None
+    if args.user_base_url or args.user_model:
+        user_key = os.environ.get("SPADE_EVAL_USER_API_KEY") or os.environ.get("OPENAI_API_KEY")
+        user_client = ChatClient(args.user_base_url or base_url, args.user_model, api_key=user_key,
+                                 timeout_s=args.timeout, max_retries=args.retries)  # fmt: skip
+    options = SuiteOptions(acebench_root=args.acebench_root, user_client=user_client)
     overrides = {"n_samples": args.samples, "temperature": args.temperature, "top_p": args.top_p,
                  "max_tokens": args.max_tokens}  # fmt: skip
     overrides = {k: v for k, v in overrides.items() if v is not None}
-    args.out.mkdir(parents=True, exist_ok=True)
     runs: list[SuiteRun] = []
     errors: dict[str, str] = {}
     for name in names:
-        suite = make_suite(name)
+        suite = make_suite(name, options)
         try:
             sampling = replace(suite.default_sampling, **overrides)
             runs.append(run_suite(suite, client, args.out, data_dir=args.data_dir, sampling=sampling,
@@ -75,8 +131,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (SpadeEnvError, ValueError) as exc:
             errors[name] = str(exc)
             print(f"spade-eval: {name}: {exc}", file=sys.stderr)
-    settings = {"base_url": args.base_url, "model": args.model, "suite": args.suite, "limit": args.limit,
-                "data_dir": str(args.data_dir) if args.data_dir else None, "overrides": overrides}  # fmt: skip
+    user: Any = "the model under test"
+    if user_client is not None:
+        user = {"base_url": user_client.url.removesuffix("/chat/completions"), "model": user_client.model}
+    settings = {"base_url": base_url, "model": model, "suite": args.suite, "limit": args.limit,
+                "data_dir": str(args.data_dir) if args.data_dir else None, "overrides": overrides,
+                "acebench_root": str(args.acebench_root) if args.acebench_root else None, "user_simulator": user,
+                "served": served}  # fmt: skip
     print(write_reports(args.out, runs, settings, errors))
     return 0 if not errors and all(run.complete and not run.failures for run in runs) else 1
 

@@ -3,38 +3,55 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 from spade_envs.evaluation.suite import Suite
+from spade_envs.llm import ChatClient
 
-__all__ = ["GROUPS", "SUITES", "make_suite", "resolve_suites"]
+__all__ = ["GROUPS", "SUITES", "SuiteOptions", "make_suite", "resolve_suites"]
 
 
-def _aime25() -> Suite:
+@dataclass(frozen=True)
+class SuiteOptions:
+    """Settings only some suites use; every factory gets them and takes what it needs.
+
+    Attributes:
+        acebench_root: the user's ACEBench checkout (``acebench_agent``).
+        user_client: the LLM user simulator's endpoint (``acebench_agent`` multi-turn); ``None`` means the model
+            under test plays the user.
+    """
+
+    acebench_root: Path | None = None
+    user_client: ChatClient | None = None
+
+
+def _aime25(_: SuiteOptions) -> Suite:
     from spade_envs.evaluation.suites.math import AimeSuite
 
     return AimeSuite(2025)
 
 
-def _aime26() -> Suite:
+def _aime26(_: SuiteOptions) -> Suite:
     from spade_envs.evaluation.suites.math import AimeSuite
 
     return AimeSuite(2026)
 
 
-def _gpqa() -> Suite:
+def _gpqa(_: SuiteOptions) -> Suite:
     from spade_envs.evaluation.suites.math import GpqaDiamondSuite
 
     return GpqaDiamondSuite()
 
 
-def _lcb() -> Suite:
+def _lcb(_: SuiteOptions) -> Suite:
     from spade_envs.evaluation.suites.livecodebench import LiveCodeBenchSuite
 
     return LiveCodeBenchSuite()
 
 
-def _rg(group: str) -> Callable[[], Suite]:
-    def make() -> Suite:
+def _rg(group: str) -> Callable[[SuiteOptions], Suite]:
+    def make(_: SuiteOptions) -> Suite:
         from spade_envs.evaluation.suites.reasoning_gym import ReasoningGymSuite
 
         return ReasoningGymSuite(group)
@@ -42,14 +59,20 @@ def _rg(group: str) -> Callable[[], Suite]:
     return make
 
 
-def _bfcl() -> Suite:
+def _bfcl(_: SuiteOptions) -> Suite:
     from spade_envs.evaluation.suites.bfcl import BfclMultiTurnSuite
 
     return BfclMultiTurnSuite()
 
 
+def _acebench(options: SuiteOptions) -> Suite:
+    from spade_envs.evaluation.suites.acebench import AceBenchAgentSuite
+
+    return AceBenchAgentSuite(options.acebench_root, options.user_client)
+
+
 #: Every suite by name, in table order. Factories import lazily: a missing optional package only fails its suite.
-SUITES: dict[str, Callable[[], Suite]] = {
+SUITES: dict[str, Callable[[SuiteOptions], Suite]] = {
     "aime25": _aime25,
     "aime26": _aime26,
     "gpqa_diamond": _gpqa,
@@ -59,6 +82,7 @@ SUITES: dict[str, Callable[[], Suite]] = {
     "rg_cognition": _rg("rg_cognition"),
     "rg_logic": _rg("rg_logic"),
     "bfcl_multi_turn": _bfcl,
+    "acebench_agent": _acebench,
 }
 #: The paper's two settings: the eight held-out games benchmarks, and the tool-use benchmarks.
 GROUPS: dict[str, tuple[str, ...]] = {
@@ -72,7 +96,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "rg_cognition",
         "rg_logic",
     ),  # fmt: skip
-    "tool_use": ("bfcl_multi_turn",),
+    "tool_use": ("bfcl_multi_turn", "acebench_agent"),
 }
 
 
@@ -91,8 +115,8 @@ def resolve_suites(spec: str) -> list[str]:
     return [name for name in SUITES if name in wanted]
 
 
-def make_suite(name: str) -> Suite:
+def make_suite(name: str, options: SuiteOptions | None = None) -> Suite:
     """A fresh suite object by registry name."""
     if name not in SUITES:
         raise ValueError(f"unknown suite {name!r}; known: {', '.join(SUITES)}")
-    return SUITES[name]()
+    return SUITES[name](options or SuiteOptions())

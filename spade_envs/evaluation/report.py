@@ -31,18 +31,25 @@ def package_versions() -> dict[str, str]:
 def _row(run: SuiteRun) -> list[str]:
     score = run.scores.get("score")
     status = "ok" if run.complete and not run.failures else f"incomplete ({len(run.failures)} failed)"
-    return [run.suite.name, run.suite.metric, "-" if score is None else f"{100 * score:.1f}", str(len(run.items)),
-            str(len(run.records)), status]  # fmt: skip
+    also = ", ".join(f"{k} {100 * run.scores[k]:.1f}" for k in run.suite.shown_metrics if k in run.scores)
+    return [run.suite.name, run.suite.metric, "-" if score is None else f"{100 * score:.1f}", also,
+            str(len(run.items)), str(len(run.records)), status]  # fmt: skip
 
 
 def format_table(runs: Sequence[SuiteRun], errors: dict[str, str] | None = None) -> str:
-    """A Markdown table: suite, metric, score x100 (one decimal), items, scored samples, status; then the mean."""
-    header = ["suite", "metric", "score", "items", "samples", "status"]
+    """A Markdown table: suite, metric, score x100 (one decimal), items, scored samples, status; then the mean.
+
+    An ``also`` column after the score shows the secondary metrics a suite names in ``shown_metrics`` (ACEBench's
+    process accuracy); it appears only when some suite has one.
+    """
+    header = ["suite", "metric", "score", "also", "items", "samples", "status"]
     rows = [_row(run) for run in runs]
-    rows += [[name, "-", "-", "-", "-", f"not run: {why}"] for name, why in (errors or {}).items()]
+    rows += [[name, "-", "-", "", "-", "-", f"not run: {why}"] for name, why in (errors or {}).items()]
     scored = [run.scores["score"] for run in runs if "score" in run.scores]
     if len(scored) > 1:
-        rows.append(["average", "", f"{100 * sum(scored) / len(scored):.1f}", "", "", ""])
+        rows.append(["average", "", f"{100 * sum(scored) / len(scored):.1f}", "", "", "", ""])
+    if not any(row[3] for row in rows):
+        header, rows = header[:3] + header[4:], [row[:3] + row[4:] for row in rows]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     line = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
     return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, rows)])

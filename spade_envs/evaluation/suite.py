@@ -53,6 +53,8 @@ class Suite(ABC):
     setting: str = "games"
     #: How the headline number is computed, shown in the table (``mean@64``, ``pass@1``, ...).
     metric: str = "mean"
+    #: Keys of :meth:`aggregate` shown in the table beside the headline score (ACEBench's ``process``).
+    shown_metrics: tuple[str, ...] = ()
     #: The benchmark's protocol.
     default_sampling: Sampling = Sampling()
 

@@ -22,10 +22,10 @@ from typing import Any
 
 from spade_envs.evaluation.records import Item, SampleRecord, Sampling
 from spade_envs.evaluation.suite import MissingDependency, Suite
-from spade_envs.llm import ChatClient
+from spade_envs.llm import ChatClient, ChatResult
 from spade_envs.tooluse import parse_agent_text
 
-__all__ = ["CATEGORIES", "BfclMultiTurnSuite", "bfcl_root", "to_openai_tool"]
+__all__ = ["CATEGORIES", "BfclMultiTurnSuite", "bfcl_root", "reply_calls", "result_messages", "to_openai_tool"]
 
 CATEGORIES = ("multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param", "multi_turn_long_context")
 MAX_STEPS = 20  # BFCL's MAXIMUM_STEP_LIMIT
@@ -68,6 +68,37 @@ def _call_string(name: str, arguments: Any) -> str | None:
     if not _IDENT.match(name) or not isinstance(arguments, dict) or not all(_IDENT.match(str(k)) for k in arguments):
         return None
     return f"{name}({', '.join(f'{k}={v!r}' for k, v in arguments.items())})"
+
+
+def reply_calls(reply: ChatResult) -> tuple[list[tuple[str, Any]], int, list[str]]:
+    """A reply's tool calls (native ones first, then ``<tool_call>`` blocks), how many are native, and parse errors."""
+    text_calls, _answer, errors = parse_agent_text(reply.text)
+    native = [(c["name"], c["arguments"]) for c in reply.tool_calls]
+    return native + text_calls, len(native), errors
+
+
+def result_messages(
+    reply: ChatResult, n_native: int, outputs: Sequence[str], errors: Sequence[str], tag: str
+) -> list[dict[str, Any]]:
+    """The assistant turn plus the answers to its calls, each in the format it was called in.
+
+    ``outputs`` holds one result per call of :func:`reply_calls`, in that order. Native calls are answered with
+    ``tool`` messages (ids ``call_<tag>_<i>``); parse errors and ``<tool_call>`` blocks with one user message of
+    ``<tool_response>`` blocks, errors first, as our training environments answer them.
+    """
+    ids = [f"call_{tag}_{i}" for i in range(n_native)]
+    assistant: dict[str, Any] = {"role": "assistant", "content": reply.text}
+    if ids:
+        assistant["tool_calls"] = [
+            {"id": i, "type": "function", "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}}
+            for i, c in zip(ids, reply.tool_calls)
+        ]
+    messages = [assistant, *({"role": "tool", "tool_call_id": i, "content": o} for i, o in zip(ids, outputs))]
+    text_out = [f"Error: {e}" for e in errors] + list(outputs[n_native:])
+    if text_out:
+        body = "\n\n".join(f"<tool_response>\n{o}\n</tool_response>" for o in text_out)
+        messages.append({"role": "user", "content": body})
+    return messages
 
 
 def _load_json_lines(path: Path) -> list[dict[str, Any]]:
@@ -181,9 +212,7 @@ class BfclMultiTurnSuite(Suite):
                 reply = client.complete(messages, temperature=sampling.temperature, top_p=sampling.top_p,
                                         max_tokens=sampling.max_tokens, tools=tools)  # fmt: skip
                 transcript.append(reply.text + "".join(f"\n[call] {json.dumps(c)}" for c in reply.tool_calls))
-                text_calls, _answer, errors = parse_agent_text(reply.text)
-                native = [(c["name"], c["arguments"]) for c in reply.tool_calls]
-                calls = native + text_calls
+                calls, n_native, errors = reply_calls(reply)
                 if not calls:
                     messages.append({"role": "assistant", "content": reply.text})
                     break
@@ -193,24 +222,10 @@ class BfclMultiTurnSuite(Suite):
                     valid, entry["initial_config"], entry["involved_classes"], token, entry["id"],
                     long_context="long_context" in category,
                 )  # fmt: skip
-                outputs = iter(results)
-                shown = [f"Error: {e}" for e in errors]
-                shown += [next(outputs) if s is not None else "Error: malformed call" for s in strings]
+                results_iter = iter(results)
+                outputs = [next(results_iter) if s is not None else "Error: malformed call" for s in strings]
                 steps.append(valid)
-                ids = [f"call_{turn}_{step}_{i}" for i in range(len(native))]
-                assistant: dict[str, Any] = {"role": "assistant", "content": reply.text}
-                if native:
-                    assistant["tool_calls"] = [
-                        {"id": i, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
-                        for i, (n, a) in zip(ids, native)
-                    ]
-                messages.append(assistant)
-                native_out, text_out = shown[len(errors) : len(errors) + len(native)], shown[: len(errors)]
-                text_out += shown[len(errors) + len(native) :]
-                messages += [{"role": "tool", "tool_call_id": i, "content": o} for i, o in zip(ids, native_out)]
-                if text_out:
-                    body = "\n\n".join(f"<tool_response>\n{o}\n</tool_response>" for o in text_out)
-                    messages.append({"role": "user", "content": body})
-                transcript += [f"[result] {o[:300]}" for o in shown]
+                messages += result_messages(reply, n_native, outputs, errors, f"{turn}_{step}")
+                transcript += [f"[result] {o[:300]}" for o in [f"Error: {e}" for e in errors] + outputs]
             decoded.append(steps)
         return decoded, False, "\n".join(transcript)

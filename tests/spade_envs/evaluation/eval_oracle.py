@@ -12,11 +12,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from spade_envs.evaluation.suites.acebench import AceBenchAgentSuite
 from spade_envs.evaluation.suites.bfcl import BfclMultiTurnSuite
 from spade_envs.evaluation.suites.math import AimeSuite, GpqaDiamondSuite
 from spade_envs.evaluation.suites.reasoning_gym import INSTRUCTION, ReasoningGymSuite
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "eval"
+ACEBENCH = DATA / "acebench"  # a tiny stand-in for an ACEBench checkout, written for these tests
 #: Per group: tasks whose generated entries carry a reference answer and whose scorer gives 0 to "wrong".
 RG_TASKS = {
     "rg_math": ["basic_arithmetic", "gcd"],
@@ -60,6 +62,27 @@ def gold_calls(call_strings: list[str], involved_classes: list[str]) -> list[dic
     return calls
 
 
+def acebench_steps(milestones: list, corrupt: bool = False) -> list[list[dict[str, Any]]]:
+    """The first milestone list as tool-call steps; ``corrupt`` changes the last string argument of the last call."""
+    texts = milestones[0] if milestones and isinstance(milestones[0], list) else milestones
+    steps = []
+    for text in texts:
+        node = ast.parse(text, mode="eval").body
+        steps.append([{"name": c.func.id, "arguments": {k.arg: ast.literal_eval(k.value) for k in c.keywords}}
+                      for c in node.elts])  # fmt: skip
+    if corrupt:
+        last = steps[-1][-1]["arguments"]
+        last[[k for k, v in last.items() if isinstance(v, str)][-1]] = "WRONG"
+    return steps
+
+
+def _native(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {"id": f"c{i}", "type": "function", "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}}
+        for i, c in enumerate(calls)
+    ]
+
+
 @functools.cache
 def _knowledge(rg_samples: int) -> tuple[dict, list, dict, dict]:
     """Every fixture's prompt and answer, built once per session (generating them takes seconds)."""
@@ -77,17 +100,30 @@ def _knowledge(rg_samples: int) -> tuple[dict, list, dict, dict]:
     return math, gpqa, rg, bfcl
 
 
+@functools.cache
+def _acebench_items() -> dict:
+    return {item.prompt: item for item in AceBenchAgentSuite(ACEBENCH).load(None)}
+
+
 class Oracle:
     """Responder for ``stub_openai``: knows every fixture's answer; ``corrupt`` makes each answer wrong."""
 
     def __init__(self, corrupt: bool = False, delay: float = 0.0, rg_samples: int = 2) -> None:
         self.corrupt, self.delay = corrupt, delay
         self.math, self.gpqa, self.rg, self.bfcl = _knowledge(rg_samples)
+        self.acebench = _acebench_items()
+
+    def _acebench_item(self, text: str) -> Any:
+        return next((item for question, item in self.acebench.items() if question in text), None)
 
     def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
         time.sleep(self.delay)
+        messages = body["messages"]
         if body.get("tools"):
-            return self._bfcl(body["messages"])
+            item = self._acebench_item(_first_user(messages))
+            return self._bfcl(messages) if item is None else self._acebench_agent(item, messages)
+        if messages[0]["role"] == "system" and self._acebench_item(messages[0]["content"]) is not None:
+            return self._acebench_user(self._acebench_item(messages[0]["content"]), messages)
         first = next(m["content"] for m in body["messages"] if m["role"] == "user")
         if first in self.math:
             answer = int(self.math[first]) + 1 if self.corrupt else self.math[first]
@@ -122,3 +158,18 @@ class Oracle:
             for i, (c, args) in enumerate((c, c["arguments"]) for c in calls)
         ]
         return {"content": "", "tool_calls": native} if native else {"content": "Nothing to do."}
+
+    def _acebench_agent(self, item: Any, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        """Play the gold steps one reply at a time (native and text calls alternating), then close."""
+        steps = acebench_steps(item.answer["mile_stone"], self.corrupt)
+        done = sum(m["role"] == "assistant" and bool(m.get("tool_calls") or "<tool_call>" in m["content"])
+                   for m in messages)  # fmt: skip
+        if done < len(steps):
+            if done % 2:
+                return {"content": "".join(f"<tool_call>{json.dumps(c)}</tool_call>" for c in steps[done])}
+            return {"content": "", "tool_calls": _native(steps[done])}
+        return {"content": "All done." if item.meta["kind"] == "multi_turn" else "Done. finish conversation"}
+
+    def _acebench_user(self, item: Any, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        """The simulated user: states the instruction, then ends once the agent reports."""
+        return {"content": f"Hi. {item.prompt}" if len(messages) == 2 else "Thanks! finish conversation"}

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from eval_oracle import BFCL_IDS, DATA, RG_TASKS, Oracle
+from eval_oracle import ACEBENCH, BFCL_IDS, DATA, RG_TASKS, Oracle
 
 from spade_envs.evaluation import SUITES, ResultStore, Sampling, run_suite
 from spade_envs.evaluation.cli import main
@@ -94,15 +94,15 @@ def test_resume_after_kill_gives_no_duplicates_and_same_totals(stub_openai, tmp_
 @pytest.fixture
 def small_registry(monkeypatch):
     for group, tasks in RG_TASKS.items():
-        monkeypatch.setitem(SUITES, group, lambda g=group, t=tasks: ReasoningGymSuite(g, tasks=t))
-    monkeypatch.setitem(SUITES, "bfcl_multi_turn", lambda: BfclMultiTurnSuite(BFCL_IDS))
+        monkeypatch.setitem(SUITES, group, lambda _options, g=group, t=tasks: ReasoningGymSuite(g, tasks=t))
+    monkeypatch.setitem(SUITES, "bfcl_multi_turn", lambda _options: BfclMultiTurnSuite(BFCL_IDS))
 
 
 def test_suite_all_against_the_stub_writes_table_and_reports(stub_openai, small_registry, tmp_path, capsys):
     server = stub_openai(Oracle(rg_samples=2))
     out = tmp_path / "all"
     argv = ["--base-url", server.base_url, "--model", "m", "--suite", "all", "--out", str(out), "--data-dir",
-            str(DATA), "--samples", "2", "--quiet"]  # fmt: skip
+            str(DATA), "--acebench-root", str(ACEBENCH), "--samples", "2", "--quiet"]  # fmt: skip
     assert main(argv) == 0
     table = capsys.readouterr().out
     for name in SUITES:
@@ -115,6 +115,8 @@ def test_suite_all_against_the_stub_writes_table_and_reports(stub_openai, small_
     assert aime["sampling"] == {"n_samples": 2, "temperature": 1.0, "top_p": 0.95, "max_tokens": 32768}
     assert list(aime["data_sha256"].values()) == [hashlib.sha256((DATA / "aime25.jsonl").read_bytes()).hexdigest()]
     assert len(results["suites"]["bfcl_multi_turn"]["data_sha256"]) >= 8
+    assert results["suites"]["acebench_agent"]["scores"]["process"] == 1.0 and "| process 100.0 |" in table
+    assert results["settings"]["user_simulator"] == "the model under test"
     assert (out / "results.md").read_text().startswith("# spade-eval results")
 
 
@@ -123,6 +125,11 @@ def test_cli_reports_missing_data_and_bad_arguments(stub_openai, tmp_path, capsy
     argv = ["--base-url", server.base_url, "--model", "m", "--out", str(tmp_path)]
     assert main([*argv, "--suite", "nope"]) == 2
     assert "unknown suite 'nope'" in capsys.readouterr().err
+    assert main([*argv, "--serve-checkpoint", str(tmp_path)]) == 2
+    assert "exactly one of --base-url and --serve-checkpoint" in capsys.readouterr().err
+    assert main(["--out", str(tmp_path)]) == 2
+    assert main([*argv, "--user-base-url", server.base_url]) == 2
+    assert "--user-model is required" in capsys.readouterr().err
     assert main([*argv, "--suite", "gpqa_diamond", "--data-dir", str(tmp_path)]) == 1
     captured = capsys.readouterr()
     assert "gpqa_diamond.jsonl" in captured.err and "not run" in captured.out

@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from eval_oracle import BFCL_IDS, DATA, Oracle, rg_suites
+from eval_oracle import ACEBENCH, BFCL_IDS, DATA, Oracle, rg_suites
 
 from spade_envs.evaluation import MissingEvalData, Sampling, run_suite
+from spade_envs.evaluation.suites.acebench import AceBenchAgentSuite
 from spade_envs.evaluation.suites.bfcl import BfclMultiTurnSuite
 from spade_envs.evaluation.suites.livecodebench import LiveCodeBenchSuite
 from spade_envs.evaluation.suites.math import AimeSuite, GpqaDiamondSuite
@@ -28,7 +29,7 @@ def _run(stub_openai, oracle, suite, tmp_path: Path, n: int = 2):
 
 def _suites():
     return [AimeSuite(2025), AimeSuite(2026), GpqaDiamondSuite(), LiveCodeBenchSuite(), BfclMultiTurnSuite(BFCL_IDS),
-            *rg_suites().values()]  # fmt: skip
+            AceBenchAgentSuite(ACEBENCH), *rg_suites().values()]  # fmt: skip
 
 
 @pytest.mark.parametrize("corrupt", [False, True], ids=["oracle", "corrupted"])
