@@ -1,7 +1,7 @@
 """SPADE as a verl 0.9.1 recipe: thin glue from verl's extension points onto ``spade_envs``.
 
-The trainer, agent loops and reward manager land here in later work; this package pins the verl version it is
-written against (``REQUIRED_VERL.txt``) and checks it at import, so a mismatched install fails early and clearly.
+This package pins the verl version it is written against (``REQUIRED_VERL.txt``; ``check_verl_version`` fails
+early and clearly on a mismatch) and runs verl's trainer, with SPADE's trainer mode registered where verl looks it up.
 """
 
 from __future__ import annotations
@@ -40,10 +40,31 @@ def run_verl_trainer(config: Any, require_v1: bool = False) -> None:
     auto_set_device(config)
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
     if config.trainer.use_v1:
-        run_ppo(config, task_runner_class=TaskRunnerV1)
+        run_ppo(
+            config,
+            task_runner_class=_spade_task_runner() if config.trainer.v1.trainer_mode == "spade" else TaskRunnerV1,
+        )
         return
     if require_v1:
         raise ValueError("this entry point needs verl's V1 trainer: set trainer.use_v1=true")
     from verl.trainer.main_ppo_v0 import TaskRunner
 
     run_ppo(config, task_runner_class=TaskRunner)
+
+
+def _spade_task_runner() -> Any:
+    """The V1 task runner of verl, importing ``recipe.spade.trainer`` first so that ``trainer_mode=spade`` resolves.
+
+    verl looks the trainer up (``get_trainer_cls``) inside the task-runner Ray actor, a process of its own, so the
+    registration has to happen there.
+    """
+    import ray
+    from verl.trainer.main_ppo import TaskRunnerV1
+
+    class SpadeTaskRunner(TaskRunnerV1.__ray_actor_class__):
+        def run(self, config: Any) -> None:
+            import recipe.spade.trainer  # noqa: F401  (registers trainer_mode "spade")
+
+            super().run(config)
+
+    return ray.remote(SpadeTaskRunner)

@@ -1,20 +1,22 @@
 """SPADE's two agent loops on verl's ``AgentLoopBase``: the Reasoning Agent and the Environment Designer.
 
 Registered through ``config/agent_loops.yaml`` (``rollout.agent.agent_loop_config_path``); each dataset row names
-its loop in ``agent_name`` and carries ``extra_info = {role, step, slot}``. Both loops set ``reward_score``
-themselves, so verl does not re-score them.
+its loop in ``agent_name`` and carries ``extra_info = {role, step, slot}``. The loops report what happened in
+``extra_fields`` (``spade_*`` keys); the reward itself is computed by SPADE's reward manager
+(``recipe/spade/reward_manager.py``) on verl's reward loop, from the ``reward.*`` config.
 
 * ``spade_agent``: asks the env pool which live env and seed to play, plays it in the sandbox (no hint), and
-  returns the episode with reward = outcome. An env fault yields a masked-out sample and is reported as a fault.
+  returns the episode with its outcome. An env fault yields a masked-out sample and is reported as a fault.
 * ``spade_designer``: asks the pool for a design task, generates an environment, validates it in the sandbox,
   writes its hint with the policy at low temperature and vets it for leaks, then measures the policy on the env
   ``plays_per_arm`` times without and with the hint on the same seeds (measurement only: these plays never
-  train) and returns the designer sample with its designer reward (a penalty when rejected).
+  train) and returns the designer sample with its validation outcome and the measurement.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from typing import Any
 
@@ -27,7 +29,7 @@ from recipe.spade.env_pool import ACTOR_NAME, SpadeEnvPool
 from recipe.spade.play import Episode, play_episode, weight_versions
 from spade_envs.designer import admit, vet_env_hint
 from spade_envs.prompts import hint_messages
-from spade_envs.rewards import RewardConfig, WindowStats, designer_reward, failure_penalty, paired_regret
+from spade_envs.rewards import paired_regret
 from spade_envs.sandbox import SandboxConfig, WorkerPool
 from spade_envs.validate import ValidationConfig
 
@@ -73,14 +75,14 @@ class _SpadeLoop(AgentLoopBase):
                                   tool_parser=self.tool_parser)  # fmt: skip
 
     def _output(self, prompt_ids: list[int], response_ids: list[int], mask: list[int], logprobs: Any,
-                reward: float, turns: int, extra: dict[str, Any]) -> AgentLoopOutput:  # fmt: skip
+                turns: int, extra: dict[str, Any]) -> AgentLoopOutput:  # fmt: skip
         n = self.response_length
         return AgentLoopOutput(
             prompt_ids=prompt_ids,
             response_ids=response_ids[:n],
             response_mask=mask[:n],
             response_logprobs=logprobs[:n] if logprobs else None,
-            reward_score=reward,
+            reward_score=None,  # scored by recipe/spade/reward_manager.py on verl's reward loop
             num_turns=max(2, 2 * turns),
             metrics={},
             extra_fields={"turn_scores": [], "tool_rewards": [], **extra},
@@ -97,17 +99,19 @@ class SpadeEnvAgentLoop(_SpadeLoop):
         episode = await self._play(task["source"], task["seed"], sampling_params, hint=None)
         await self.pool.record_play.remote(task["env_id"], step, episode.outcome, episode.fault)
         extra = {"spade_role": "agent", "spade_env_id": task["env_id"], "spade_skill": task["skill"],
-                 "spade_env_fault": episode.fault or "", **episode.info}  # fmt: skip
+                 "spade_outcome": episode.outcome, "spade_env_fault": episode.fault or "",
+                 "spade_sandbox_s": episode.sandbox_s, "spade_wall_s": episode.wall_s, **episode.info}  # fmt: skip
         return self._output(episode.prompt_ids, episode.response_ids, episode.response_mask,
-                            episode.response_logprobs, episode.outcome, episode.turns, extra)  # fmt: skip
+                            episode.response_logprobs, episode.turns, extra)  # fmt: skip
 
 
 class SpadeDesignerLoop(_SpadeLoop):
-    """The Environment Designer's sample, scored by hint-based regret measured right after design."""
+    """The Environment Designer's sample, with the hint-based regret measurement the reward manager scores."""
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         info = kwargs["extra_info"]
         step, slot = int(info["step"]), int(info["slot"])
+        began = time.perf_counter()
         task = await self.pool.designer_task.remote(step, slot)
         designer = self.spade["designer"]
         prompt_ids = list(await self.ct_build_initial_tokens(task["messages"]))
@@ -116,42 +120,43 @@ class SpadeDesignerLoop(_SpadeLoop):
         out = await self.server_manager.generate(request_id=uuid.uuid4().hex, prompt_ids=prompt_ids,
                                                  sampling_params=params)  # fmt: skip
         text = self.tokenizer.decode(out.token_ids, skip_special_tokens=True)
-        outcome = await self._score(task, text, step, slot, sampling_params)
+        outcome = await self._measure(task, text, step, slot, sampling_params)
         await self.pool.register_design.remote(step, outcome)
         extra = {"spade_role": "designer", "spade_skill": task["skill"], "spade_valid": outcome["valid"],
-                 "spade_failure": outcome.get("code") or "", **weight_versions([out.extra_fields])}  # fmt: skip
-        return self._output(prompt_ids, list(out.token_ids), [1] * len(out.token_ids), out.log_probs,
-                            outcome["reward"], 1, extra)  # fmt: skip
+                 "spade_failure": outcome["code"] or "", "spade_measure": outcome.get("measure"),
+                 "spade_sandbox_s": outcome["sandbox_s"], "spade_wall_s": time.perf_counter() - began,
+                 **weight_versions([out.extra_fields])}  # fmt: skip
+        return self._output(prompt_ids, list(out.token_ids), [1] * len(out.token_ids), out.log_probs, 1, extra)
 
-    async def _score(
+    async def _measure(
         self, task: dict[str, Any], text: str, step: int, slot: int, sampling_params: dict[str, Any]
     ) -> dict:
-        """Validate, hint, measure both arms on paired seeds, and compute the designer reward."""
-        reward_cfg = RewardConfig.from_dict(self.spade["reward"])
+        """Validate, hint, and measure both arms on paired seeds (the reward manager turns this into the reward)."""
         validation = ValidationConfig.from_dict(self.spade["validation"])
         setting, skill = task["setting"], task["skill"]
         loop = asyncio.get_running_loop()
+        started = time.perf_counter()
         source, report = await loop.run_in_executor(None, admit, text, self.sandbox, setting, validation)
-        base = {"skill": skill, "doc_id": task["doc_id"], "valid": source is not None, "code": report.code}
+        base = {"skill": skill, "doc_id": task["doc_id"], "valid": source is not None, "code": report.code,
+                "sandbox_s": time.perf_counter() - started}  # fmt: skip
         if source is None:
-            return {**base, "reward": failure_penalty(reward_cfg, report.code or "crashed")}
+            return {**base, "code": report.code or "crashed"}
         plays = self.spade["plays_per_arm"]
         seeds = [(step * 1000 + slot * plays + i) * 7 + 1 for i in range(plays)]
         hint_text = await self._generate_text(hint_messages(setting, source), self.spade["hint"])
+        started = time.perf_counter()
         hint, hint_failure, _ = await loop.run_in_executor(None, vet_env_hint, source, hint_text, self.sandbox,
                                                            setting, seeds)  # fmt: skip
-        no_hint = [
-            e.outcome for e in await asyncio.gather(*(self._play(source, s, sampling_params, None) for s in seeds))
-        ]
-        hinted: list[float] = []
-        if hint is not None:
-            hinted = [
-                e.outcome for e in await asyncio.gather(*(self._play(source, s, sampling_params, hint) for s in seeds))
-            ]
-        window = WindowStats(skill=skill, outcomes=no_hint, paired_no_hint=no_hint if hinted else (),
-                             paired_hint=hinted, seeds_no_hint=seeds if hinted else (),
-                             seeds_hint=seeds if hinted else (), hint_failure=hint_failure)  # fmt: skip
-        w = window.mean_outcome
+        base["sandbox_s"] += time.perf_counter() - started
+        arms = [None, hint] if hint is not None else [None]
+        episodes = await asyncio.gather(*(self._play(source, s, sampling_params, h) for h in arms for s in seeds))
+        faults = sorted({e.fault for e in episodes if e.fault})
+        base["sandbox_s"] += sum(e.sandbox_s for e in episodes)
+        if faults:  # the env broke while the policy played it: a designer failure, never an agent one
+            return {**base, "valid": False, "code": _play_failure(faults[0])}
+        no_hint = [e.outcome for e in episodes[:plays]]
+        hinted = [e.outcome for e in episodes[plays:]]
+        w = sum(no_hint) / len(no_hint)
         return {
             **base,
             "source": source,
@@ -160,7 +165,7 @@ class SpadeDesignerLoop(_SpadeLoop):
             "regret": paired_regret(no_hint, hinted, seeds, seeds) if hinted else 0.0,
             "raw_regret": (sum(hinted) / len(hinted) - w) if hinted else 0.0,
             "hint_failure": hint_failure,
-            "reward": designer_reward(reward_cfg, window),
+            "measure": {"no_hint": no_hint, "hint": hinted, "seeds": seeds, "hint_failure": hint_failure or ""},
         }
 
     async def _generate_text(self, messages: list[dict[str, str]], sampling: dict[str, Any]) -> str:
@@ -170,3 +175,10 @@ class SpadeDesignerLoop(_SpadeLoop):
         out = await self.server_manager.generate(request_id=uuid.uuid4().hex, prompt_ids=prompt_ids,
                                                  sampling_params=params)  # fmt: skip
         return self.tokenizer.decode(out.token_ids, skip_special_tokens=True)
+
+
+def _play_failure(fault: str) -> str:
+    """The designer failure code of an env fault seen during measurement plays (sandbox error kinds)."""
+    codes = {"env_timeout": "timeout", "env_raised": "step_raised", "env_crashed": "crashed",
+             "protocol_violation": "protocol_violation", "output_too_large": "output_too_large"}  # fmt: skip
+    return codes.get(fault, "crashed")

@@ -24,9 +24,11 @@ from spade_envs.prompts import VARIANT_WEIGHTS, builtin_example, designer_messag
 from spade_envs.skills import DOMAINS, SKILLS
 from spade_envs.spec import EnvSpec
 
-__all__ = ["ACTOR_NAME", "SpadeEnvPool"]
+__all__ = ["ACTOR_NAME", "POOL_STATE_FILES", "SpadeEnvPool"]
 
 ACTOR_NAME = "spade_env_pool"
+#: What a checkpoint holds of the pool: the memory, and the live envs plus sampler states.
+POOL_STATE_FILES = ("memory.jsonl", "pool_state.json")
 
 
 class SpadeEnvPool:
@@ -51,9 +53,13 @@ class SpadeEnvPool:
                 self.memory.add(MemoryRecord(spec=spec, win_rate=0.5, plays=0, last_played_step=0))
         self.live: list[str] = [r.env_id for r in self.memory if r.setting == self.setting and r.playable]
         self.generation: list[str] = []
+        self.state_path = self.run_dir / "pool_state.json"
+        if self.state_path.exists():
+            self._load_state(json.loads(self.state_path.read_text(encoding="utf-8")))
         self.window: dict[str, list[float]] = defaultdict(list)
         self.events: list[dict[str, Any]] = []
         self.current_step = -1
+        self.logged: set[int] = set()
         self.tasks: dict[tuple[int, int], dict[str, Any]] = {}
         self.example = builtin_example(self.setting)
 
@@ -118,12 +124,12 @@ class SpadeEnvPool:
         """First task of a new step: log the finished step, promote the envs designed in it, save memory."""
         if step <= self.current_step:
             return
-        if self.current_step >= 0:
+        if self.current_step >= 0 and self.current_step not in self.logged:
             self.step_metrics(self.current_step)
         if self.generation:  # envs designed at step K are played from step K + 1 on
             self.live = list(self.generation)
             self.generation = []
-        self.memory.save(self.memory_path)
+        self.save_state(str(self.run_dir))
         self.current_step = step
 
     # -- agent side -----------------------------------------------------------------------------------------------
@@ -148,12 +154,39 @@ class SpadeEnvPool:
             return
         self.window[env_id].append(outcome)
         plays = self.window[env_id]
-        record = self.memory.get(env_id)
-        self.memory.update_stats(env_id, sum(plays) / len(plays), None, record.plays + 1, step)
+        self.memory.update_stats(env_id, sum(plays) / len(plays), None, 1, step)  # plays accumulate in memory
 
-    # -- reporting ------------------------------------------------------------------------------------------------
+    # -- reporting and checkpoints -------------------------------------------------------------------------------
+    def end_step(self) -> dict[str, float]:
+        """The trainer's step is over (all its loops finished): its metrics, for verl's logger and the JSONL."""
+        if self.current_step < 0 or self.current_step in self.logged:
+            return {}
+        return self.step_metrics(self.current_step)
+
+    def save_state(self, folder: str) -> str:
+        """Write :data:`POOL_STATE_FILES` into ``folder`` (the run dir, or a verl checkpoint folder)."""
+        folder_path = Path(folder)
+        self.memory.save(folder_path / "memory.jsonl")
+        state = {"live": self.live, "generation": self.generation, "rng": _jsonable(self.rng.getstate()),
+                 "np_rng": self.np_rng.bit_generator.state}  # fmt: skip
+        tmp = folder_path / "pool_state.json.tmp"
+        tmp.write_text(json.dumps(state), encoding="utf-8")
+        tmp.replace(folder_path / "pool_state.json")
+        return folder
+
+    def _load_state(self, state: dict[str, Any]) -> None:
+        known = {r.env_id for r in self.memory}
+        missing = sorted(set(state["live"]) - known)
+        if missing:
+            raise ValueError(f"{self.state_path} names live envs that {self.memory_path} lacks: {missing[:3]}")
+        self.live = list(state["live"]) or self.live
+        self.generation = [e for e in state["generation"] if e in known]
+        self.rng.setstate(_tuples(state["rng"]))
+        self.np_rng.bit_generator.state = state["np_rng"]
+
     def step_metrics(self, step: int) -> dict[str, float]:
         """Metrics of ``step`` (validity, failure codes, regret, win rates, faults, diversity), logged as JSONL."""
+        self.logged.add(step)
         events = [e for e in self.events if e["step"] == step]
         designs = [e for e in events if e["kind"] == "design"]
         plays = [e for e in events if e["kind"] == "play"]
@@ -163,7 +196,6 @@ class SpadeEnvPool:
         if designs:
             valid = [d for d in designs if d["valid"]]
             metrics["spade/propose/validity_rate"] = len(valid) / len(designs)
-            metrics["spade/propose/designer_reward_mean"] = float(np.mean([d["reward"] for d in designs]))
             for d in designs:
                 if not d["valid"]:
                     key = f"spade/propose/failure/{d['code']}"
@@ -171,6 +203,9 @@ class SpadeEnvPool:
             if valid:
                 metrics["spade/propose/regret_mean"] = float(np.mean([d["regret"] for d in valid]))
                 metrics["spade/propose/win_rate_mean"] = float(np.mean([d["win_rate"] for d in valid]))
+                for d in valid:
+                    key = f"spade/propose/skill/{d['skill']}"
+                    metrics[key] = metrics.get(key, 0) + 1
                 leaks = [d for d in valid if d.get("hint_failure") == "hint_leak"]
                 metrics["spade/propose/hint_leak_rate"] = len(leaks) / len(valid)
         if plays:
@@ -185,7 +220,15 @@ class SpadeEnvPool:
 
     def finish(self) -> str:
         """End of training: log the last step and save memory; returns the memory path."""
-        if self.current_step >= 0:
+        if self.current_step >= 0 and self.current_step not in self.logged:
             self.step_metrics(self.current_step)
-        self.memory.save(self.memory_path)
+        self.save_state(str(self.run_dir))
         return str(self.memory_path)
+
+
+def _jsonable(value: Any) -> Any:
+    return [_jsonable(v) for v in value] if isinstance(value, (tuple, list)) else value
+
+
+def _tuples(value: Any) -> Any:
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value

@@ -2,7 +2,9 @@
 
 Differences from ``verl.trainer.main_ppo`` (everything else is verl's own trainer, workers and loss):
 the data is the self-play schedule (``recipe/spade/schedule.py``), the agent loops are SPADE's
-(``config/agent_loops.yaml``), and the config carries a ``spade:`` block (``config/spade_trainer.yaml``).
+(``config/agent_loops.yaml``), the reward manager is SPADE's (``reward_manager.py``), the V1 trainer mode is
+``spade`` (``trainer.py``, registered inside verl's task runner), and the config carries a ``spade:`` block
+(``config/spade_trainer.yaml``).
 On CPU, export ``VERL_PLATFORM=cpu`` first (``examples/run_spade_tiny_cpu.sh`` does).
 """
 
@@ -23,6 +25,9 @@ def prepare(config: DictConfig) -> None:
     spade = OmegaConf.to_container(config.spade, resolve=True)
     if spade["setting"] not in ("games", "tool_use"):
         raise ValueError(f"spade.setting must be games or tool_use, got {spade['setting']!r}")
+    from recipe.spade.reward_manager import designer_reward_config
+
+    designer_reward_config(config)  # a bad reward.reward_kwargs.designer fails here, before Ray starts
     per_step = spade["agent_rows_per_step"] + spade["envs_per_regen"]
     with open_dict(config):
         if config.data.train_batch_size != per_step:

@@ -8,6 +8,7 @@ verl's Continuous Token builder, so the trained sequence is exactly what the rol
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +33,8 @@ class Episode:
     turns: int
     fault: str | None = None
     truncated_by_length: bool = False
+    sandbox_s: float = 0.0
+    wall_s: float = 0.0
     info: dict[str, Any] = field(default_factory=dict)
 
 
@@ -54,19 +57,24 @@ async def play_episode(
     ``max_turns`` agent turns, or when the response budget (``rollout.response_length``) is spent.
     """
     budget = loop.rollout_config.response_length
+    began = started = time.perf_counter()
     env = await AsyncSandboxEnv.create(source, pool)
+    sandbox_s = time.perf_counter() - started
     ids: list[int] = []
     mask: list[int] = []
     logps: list[float] | None = None
     turns, reward, terminated, truncated, fault = 0, 0.0, False, False, None
     versions: list[dict[str, Any]] = []
     try:
+        started = time.perf_counter()
         obs, _ = await env.reset(seed)
         tools = await env.tools() if env.setting == "tool_use" else None
+        sandbox_s += time.perf_counter() - started
         messages = agent_messages(env.setting, obs, hint)
         ids = list(await loop.ct_build_initial_tokens(messages, tools=tools))
         prompt_len = len(ids)
-        for _ in range(min(max_turns, env.max_turns)):
+        limit = min(max_turns, env.max_turns)
+        for turn in range(limit):
             room = budget - len(mask)
             if room <= 0:
                 break
@@ -82,11 +90,13 @@ async def play_episode(
             ids = merged.token_ids
             turns += 1
             text = loop.tokenizer.decode(out.token_ids, skip_special_tokens=True)
+            started = time.perf_counter()
             assistant, result = await _act(env, text, out.token_ids, tools, tool_parser)
+            sandbox_s += time.perf_counter() - started
             obs, reward, terminated, truncated, _ = result
             messages.append(assistant)
-            if terminated or truncated:
-                break
+            if terminated or truncated or turn == limit - 1:
+                break  # no observation after the last turn: nobody would read it
             previous = list(messages)
             messages.append({"role": "tool" if assistant.get("tool_calls") else "user", "content": obs})
             merged, mask, logps = await loop.ct_merge_context_msg(previous, messages, ids, mask, logps, tools=tools)
@@ -94,9 +104,13 @@ async def play_episode(
     except SandboxError as exc:
         fault = exc.kind
     finally:
+        started = time.perf_counter()
         await env.close()
+        sandbox_s += time.perf_counter() - started
     if not mask:  # nothing generated (e.g. the env failed at reset): an empty, untrainable response
-        return Episode(ids or [0], [], [], None, 0.0, turns, fault=fault or "no_turn", info=weight_versions(versions))
+        return Episode(ids or [0], [], [], None, 0.0, turns, fault=fault or "no_turn", sandbox_s=sandbox_s,
+                       wall_s=time.perf_counter() - began,
+                       info=weight_versions(versions))  # fmt: skip
     prompt_ids = ids[: len(ids) - len(mask)] if len(ids) > len(mask) else ids[:prompt_len]
     outcome = 0.0 if fault else outcome_reward(reward, terminated, truncated or not terminated)
     return Episode(
@@ -108,6 +122,8 @@ async def play_episode(
         turns=turns,
         fault=fault,
         truncated_by_length=len(mask) >= budget,
+        sandbox_s=sandbox_s,
+        wall_s=time.perf_counter() - began,
         info=weight_versions(versions),
     )
 

@@ -34,6 +34,7 @@ def val_rows(suite_name: str, data_dir: Path, limit: int | None = None) -> list[
             prompt, truth, ability = item.prompt, str(item.answer), "math"
         rows.append({
             "data_source": DATA_SOURCES[suite_name],
+            "agent_name": "single_turn_agent",  # verl's plain loop, whatever a recipe's default loop is
             "prompt": [{"role": "user", "content": prompt}],
             "ability": ability,
             "reward_model": {"style": "rule", "ground_truth": truth},

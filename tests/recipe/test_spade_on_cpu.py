@@ -3,52 +3,106 @@
 The designer is a scripted stand-in at the model boundary (``rollout.name=hf_scripted``, recipe/spade/cpu/scripted.py):
 of the two samples of each designer row one is a built-in environment and one broken code, and hint-writer prompts
 get a fixed hint, so both the admitted and the rejected path run. Everything else is real: the agent's turns come
-from the tiny model through the hf rollout, environments run in the sandbox, and rewards, memory, GRPO and the actor
-update are the real code.
+from the tiny model through the hf rollout, environments run in the sandbox, SPADE's reward manager runs on verl's
+reward loop, SPADE's trainer mode computes per-role advantages and checkpoints the memory, and the actor update is
+verl's.
 """
 
 import json
 import os
 import re
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "run_spade_tiny_cpu.sh"
 
 
-def run_spade(tmp_path: Path, steps: int, *extra: str) -> str:
+def _command(tmp_path: Path, steps: int, *extra: str) -> tuple[list[str], dict[str, str]]:
     env = {**os.environ, "PYTHON": str(Path(os.sys.executable)), "RUN_DIR": str(tmp_path / "run"), "STEPS": str(steps)}
     command = ["bash", str(SCRIPT), f"spade_cpu.tiny_model_dir={tmp_path / 'model'}",
-               "actor_rollout_ref.rollout.name=hf_scripted", *extra]  # fmt: skip
+               "actor_rollout_ref.rollout.name=hf_scripted", "trainer.save_freq=1", *extra]  # fmt: skip
+    return command, env
+
+
+def run_spade(tmp_path: Path, steps: int, *extra: str) -> str:
+    command, env = _command(tmp_path, steps, *extra)
     run = subprocess.run(command, capture_output=True, text=True, timeout=1200, cwd=tmp_path, env=env)
     log = run.stdout + run.stderr
     assert run.returncode == 0, log[-5000:]
     return log
 
 
-def test_three_self_play_steps_then_resume_with_the_same_memory(tmp_path):
+def run_spade_until_checkpoint(tmp_path: Path, steps: int, checkpoint: int) -> None:
+    """Start a run of ``steps`` steps and SIGKILL its whole process group once step ``checkpoint`` is saved."""
+    command, env = _command(tmp_path, steps)
+    latest = tmp_path / "run" / "ckpt" / "latest_checkpointed_iteration.txt"
+    with open(tmp_path / "killed.log", "w") as log:
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path, env=env,
+                                start_new_session=True)  # fmt: skip
+        deadline = time.monotonic() + 900
+        try:
+            while not (latest.exists() and latest.read_text().strip() == str(checkpoint)):
+                assert proc.poll() is None, (tmp_path / "killed.log").read_text()[-5000:]
+                assert time.monotonic() < deadline, "no checkpoint within 900 s"
+                time.sleep(0.2)
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def step_lines(log: str) -> dict[int, str]:
+    """verl's console logger lines (``step:N - key:value - ...``) by trainer step."""
+    return {int(m.group(1)): m.group(0) for m in re.finditer(r"step:(\d+) - .*", log)}
+
+
+def metric(line: str, key: str) -> float:
+    return float(re.search(rf"(?:^| ){re.escape(key)}:(?:np\.\w+\()?([-\d.e+]+)", line).group(1))
+
+
+def test_three_self_play_steps_log_per_role_metrics_and_update_the_actor(tmp_path):
     log = run_spade(tmp_path, 3)
+    lines = step_lines(log)
+    assert {1, 2, 3} <= set(lines)
+    for step in (1, 3):  # regen_every=2: schedule steps 0 and 2 (trainer steps 1 and 3) hold designer rows
+        line = lines[step]
+        assert metric(line, "spade/designer/samples") == 4 and metric(line, "spade/agent/samples") == 4
+        assert metric(line, "spade/propose/validity_rate") == 0.5  # one sample of each row admitted
+        assert metric(line, "spade/propose/failure/syntax_error") == 2
+        assert metric(line, "spade/designer/reward_mean") == -0.5  # (0 + penalty -1) / 2 per row
+        # centred per skill, times the auto scale min(50, 4 agent / 4 designer * regen_every 2) = 2
+        assert metric(line, "spade/designer/advantage_scale") == 2.0
+        assert metric(line, "spade/designer/advantage_abs_mean") == 1.0
+        assert metric(line, "actor/grad_norm") > 0, "designer and agent samples entered the update"
+    assert metric(lines[2], "spade/designer/samples") == 0 and metric(lines[2], "spade/agent/samples") == 8
+    for step in (1, 2, 3):
+        assert metric(lines[step], "spade/solve/env_fault_rate") == 0.0
+        assert 0.0 < metric(lines[step], "spade/sandbox_time_share") <= 1.0
     spade_dir = tmp_path / "run" / "spade"
     rows = [json.loads(line) for line in (spade_dir / "spade_metrics.jsonl").read_text().splitlines()]
-    by_step = {int(r["spade/step"]): r for r in rows}
-    assert set(by_step) == {0, 1, 2}
-    for regen in (0, 2):  # regen_every=2: designer rows at steps 0 and 2; one sample of each row admitted
-        assert by_step[regen]["spade/propose/validity_rate"] == 0.5
-        assert by_step[regen]["spade/propose/failure/syntax_error"] == 2
-        assert "spade/propose/designer_reward_mean" in by_step[regen]
-    for step in (0, 1, 2):  # agent rows every step, played in the sandbox, no env faults
-        assert by_step[step]["spade/solve/env_fault_rate"] == 0.0
-    trainer_steps = {int(m.group(1)): m.group(0) for m in re.finditer(r"step:(\d+) - .*", log)}
-    assert {1, 2, 3} <= set(trainer_steps)
-    for step in (1, 3):  # trainer steps 1 and 3 hold designer rows whose two samples scored differently
-        grad = float(re.search(r"actor/grad_norm:([\d.e+-]+)", trainer_steps[step]).group(1))
-        assert grad > 0, "designer and agent samples entered the update and the actor changed"
+    assert [int(r["spade/step"]) for r in rows] == [0, 1, 2]
     assert (spade_dir / "report.md").exists()
+    for step in (1, 2, 3):
+        assert (tmp_path / "run" / "ckpt" / f"global_step_{step}" / "spade" / "memory.jsonl").exists()
 
-    memory = [json.loads(line) for line in (spade_dir / "memory.jsonl").read_text().splitlines()[1:]]
-    played = sum(r["plays"] for r in memory)
-    assert played > 0, "training plays re-score the memory"
 
-    run_spade(tmp_path, 1)  # same run dir: the pool restores the memory instead of re-seeding it
-    memory = [json.loads(line) for line in (spade_dir / "memory.jsonl").read_text().splitlines()[1:]]
-    assert sum(r["plays"] for r in memory) > played
+def _plays(memory_file: Path) -> int:
+    return sum(json.loads(line)["plays"] for line in memory_file.read_text().splitlines()[1:])
+
+
+def test_kill_then_resume_continues_from_the_checkpoint_with_its_memory(tmp_path):
+    run_spade_until_checkpoint(tmp_path, steps=3, checkpoint=2)
+    saved = tmp_path / "run" / "ckpt" / "global_step_2" / "spade"
+    at_checkpoint = _plays(saved / "memory.jsonl")
+    assert at_checkpoint > 0, "training plays re-score the memory"
+
+    log = run_spade(tmp_path, 3)  # same run: verl resumes from global_step_2 (resume_mode=auto)
+    lines = step_lines(log)
+    assert set(lines) == {3}, "only the missing step runs"
+    assert metric(lines[3], "spade/step") == 2  # the schedule continues where the checkpoint left it
+    assert metric(lines[3], "spade/designer/samples") == 4
+    # The pool started from the checkpoint's memory, not from whatever the killed run left in the run dir: step 3
+    # added exactly its 4 training plays (2 agent rows x rollout.n 2, no faults) and the 2 measurement plays of each
+    # of its 2 admitted designs (built-ins, so they merge into the stored records).
+    assert _plays(tmp_path / "run" / "spade" / "memory.jsonl") == at_checkpoint + 4 + 2 * 2

@@ -42,7 +42,12 @@ def materialise(config: DictConfig) -> None:
             if config.data[key] == "tiny":
                 split = "train" if key == "train_files" else "val"
                 config.data[key] = str(
-                    write_tiny_dataset(config.spade_cpu.tiny_data_dir, split, config.spade_cpu.tiny_data_size)
+                    write_tiny_dataset(
+                        config.spade_cpu.tiny_data_dir,
+                        split,
+                        config.spade_cpu.tiny_data_size,
+                        context_words=config.spade_cpu.get("tiny_context_words", 0),
+                    )
                 )
         config.ray_kwargs.ray_init.num_gpus = config.trainer.n_gpus_per_node * config.trainer.nnodes
 

@@ -1,0 +1,132 @@
+"""Seconds per SPADE step vs plain GRPO on the same tiny model, batch and token budget (CPU backend, verl's V1 trainer).
+
+Run: ``.venv/bin/python benchmarks/bench_spade_step.py [--steps 5] [--work DIR]``. Prints a table. Minutes.
+
+* SPADE: ``examples/run_spade_tiny_cpu.sh`` (4 rows x rollout.n 2, response budget 64, regen_every 2) with the
+  scripted designer stand-in (``hf_scripted``), so that design steps admit environments and pay for validation, hint
+  writing and the paired measurement plays, as a real run would. Design and play-only steps are reported apart.
+* GRPO: ``recipe.spade.cpu.main_cpu`` (verl's plain GRPO) with the same model, 4 prompts x n 2, response budget 64,
+  and tiny prompts padded with filler words to SPADE's mean prompt length, so that both train on about the same
+  number of tokens per step.
+
+Step 1 of each run carries warm-up and is left out of the means. The ratio column is SPADE over GRPO from the same
+run; "s / 1k tokens" normalises by the tokens verl trained on in the step (``perf/total_num_tokens``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from recipe.spade.cpu.tiny_model import build_tiny_qwen3  # noqa: E402
+from spade_envs.table import format_table  # noqa: E402
+
+
+def _steps(log: str) -> dict[int, dict[str, float]]:
+    """The console logger's lines as {step: {metric: value}} (numeric values only)."""
+    steps = {}
+    for line in re.finditer(r"step:(\d+) - (.*)", log):
+        values = {}
+        for key, value in re.findall(r"([\w/@.-]+):(?:np\.\w+\()?([-\d.e+]+)", line.group(2)):
+            try:
+                values[key] = float(value)
+            except ValueError:
+                continue
+        steps[int(line.group(1))] = values
+    return steps
+
+
+def _run(command: list[str], work: Path, env: dict[str, str], steps: int) -> dict[int, dict[str, float]]:
+    out = subprocess.run(command, capture_output=True, text=True, timeout=1800, cwd=work, env=env)
+    log = out.stdout + out.stderr
+    parsed = _steps(log)
+    if out.returncode != 0 or len(parsed) < steps:
+        raise RuntimeError(f"run failed (rc {out.returncode}, {len(parsed)} steps logged): {log[-2000:]}")
+    return parsed
+
+
+def spade_steps(work: Path, steps: int) -> dict[int, dict[str, float]]:
+    env = {**os.environ, "PYTHON": sys.executable, "RUN_DIR": str(work / "spade"), "STEPS": str(steps)}
+    command = ["bash", str(ROOT / "examples" / "run_spade_tiny_cpu.sh"), f"spade_cpu.tiny_model_dir={work / 'model'}",
+               "actor_rollout_ref.rollout.name=hf_scripted"]  # fmt: skip
+    print(f"SPADE: {steps} steps ...", flush=True)
+    return _run(command, work, env, steps)
+
+
+def grpo_steps(work: Path, steps: int, context_words: int) -> dict[int, dict[str, float]]:
+    command = [sys.executable, "-m", "recipe.spade.cpu.main_cpu", f"spade_cpu.tiny_model_dir={work / 'model'}",
+               f"spade_cpu.tiny_data_dir={work / 'data'}", f"spade_cpu.tiny_context_words={context_words}",
+               f"trainer.total_training_steps={steps}", "data.train_batch_size=4", "actor_rollout_ref.rollout.n=2",
+               "data.max_prompt_length=2048", "data.max_response_length=64", "data.filter_overlong_prompts=false",
+               "actor_rollout_ref.actor.ppo_mini_batch_size=2",
+               f"trainer.default_local_dir={work / 'ckpt'}"]  # fmt: skip
+    print(f"GRPO: {steps} steps, {context_words} filler words per prompt ...", flush=True)
+    return _run(command, work, {**os.environ}, steps)
+
+
+def _words_for(prompt_tokens: float, model_dir: Path) -> int:
+    """Filler words that make a tiny GRPO prompt about ``prompt_tokens`` long under the tiny tokenizer."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    sample = " ".join(["river", "lantern", "tile", "barge", "coin", "card"] * 50)
+    per_word = len(tokenizer(sample)["input_ids"]) / 300
+    return max(0, int(prompt_tokens / per_word) - 20)
+
+
+def _row(name: str, rows: list[dict[str, float]], baseline: float | None) -> list[str]:
+    seconds = statistics.mean(r["timing_s/step"] for r in rows)
+    tokens = statistics.mean(r["perf/total_num_tokens"] for r in rows)
+    gen = statistics.mean(r["timing_s/gen"] for r in rows)
+    ratio = f"{seconds / baseline:.1f}x" if baseline else "1.0x"
+    return [name, str(len(rows)), f"{seconds:.2f}", f"{gen:.2f}", f"{tokens:.0f}", f"{1000 * seconds / tokens:.2f}",
+            ratio]  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--steps", type=int, default=5, help="steps per run (step 1 is warm-up)")
+    parser.add_argument("--work", type=Path, default=None, help="work directory (default: a temporary one)")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = args.work or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        model_dir = build_tiny_qwen3(work / "model")
+        spade = spade_steps(work, args.steps)
+        later = [spade[s] for s in sorted(spade) if s > 1]
+        design = [r for r in later if r.get("spade/designer/samples", 0) > 0]
+        play = [r for r in later if r.get("spade/designer/samples", 0) == 0]
+        prompt_tokens = statistics.mean(r["prompt_length/mean"] for r in later)
+        grpo = grpo_steps(work, args.steps, _words_for(prompt_tokens, model_dir))
+        grpo_rows = [grpo[s] for s in sorted(grpo) if s > 1]
+        baseline = statistics.mean(r["timing_s/step"] for r in grpo_rows)
+        table = [_row("plain GRPO (same tokens)", grpo_rows, None)]
+        for name, rows in (
+            ("SPADE, all steps", later),
+            ("SPADE, design steps", design),
+            ("SPADE, play-only steps", play),
+        ):
+            if rows:
+                table.append(_row(name, rows, baseline))
+        headers = ["run", "steps", "s / step", "gen s", "tokens / step", "s / 1k tokens", "vs GRPO"]
+        print(format_table(headers, table))
+        grpo_prompt = statistics.mean(r["prompt_length/mean"] for r in grpo_rows)
+        share = statistics.mean(r.get("spade/sandbox_time_share", 0.0) for r in later)
+        print(
+            f"mean prompt tokens: SPADE {prompt_tokens:.0f}, GRPO {grpo_prompt:.0f}; "
+            f"SPADE sandbox time share {share:.2f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

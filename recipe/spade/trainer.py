@@ -1,0 +1,145 @@
+"""SPADE's trainer: verl 0.9.1's synchronous V1 trainer with three SPADE hooks (``trainer.v1.trainer_mode=spade``).
+
+One self-play step is verl's own ``_step_once``; reading it top to bottom with SPADE's parts in place:
+
+1. **Rollout** (verl's agent loop manager, one batch = one step of the schedule): on regeneration steps the
+   ``spade_designer`` rows design, validate, hint and measure envs (paired no-hint / hint plays on the same seeds,
+   measurement only); every step the ``spade_agent`` rows play live envs without the hint. Hinted plays never
+   reach the batch.
+2. **Reward** (verl's reward loop, streaming): ``recipe/spade/reward_manager.py`` scores agent rows by outcome and
+   designer rows by the hint-based regret blend, or a failure penalty.
+3. **Old log-probs, reference** (verl).
+4. **Advantages** (here, :meth:`SpadeTrainer._compute_advantage`): verl's estimator for agent rows (GRPO per env
+   instance and seed), then designer rows re-scored per skill and scaled (``recipe/spade/advantages.py``).
+5. **One actor update** on the mixed batch (verl).
+6. **Metrics** (here): the env pool's step metrics (validity, failure codes, regret, win rate, skill mix,
+   diversity, hint leaks, env faults) and per-role reward / advantage / sandbox-time metrics go to verl's logger.
+7. **Checkpoint** (here): the env memory and pool state are saved inside verl's ``global_step_N`` folder before
+   verl marks it complete, and restored from there on resume, so memory and weights always match.
+
+The designer reward is measured at design time, on the policy that designed the env, so no designer sample waits
+for a later step and none needs importance-sampling correction (see ``recipe/spade/README.md``).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import ray
+import transfer_queue as tq
+from tensordict import TensorDict
+from transfer_queue import KVBatchMeta
+from verl.trainer.ppo.v1.trainer_base import register_trainer
+from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+from verl.workers.utils.padding import response_to_nested
+
+from recipe.spade.advantages import designer_scale_for, role_advantages
+from recipe.spade.env_pool import ACTOR_NAME, POOL_STATE_FILES
+from recipe.spade.reward_manager import designer_reward_config
+from spade_envs.rewards import plateau
+
+__all__ = ["SpadeTrainer"]
+
+logger = logging.getLogger(__name__)
+
+
+@register_trainer("spade")
+class SpadeTrainer(PPOTrainerSync):
+    """verl's sync V1 trainer plus per-role advantages, SPADE metrics and SPADE checkpoint state."""
+
+    def _compute_advantage(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
+        batch = super()._compute_advantage(batch, metrics)
+        fields = ["advantages", "response_mask", "rm_scores", "extra_fields"]
+        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
+        extra = data.pop("extra_fields").tolist()
+        padded = data.to_padded_tensor()
+        real = [not tag.get("is_padding", False) for tag in batch.tags]
+        roles = [e.get("spade_role", "") if ok else "padding" for e, ok in zip(extra, real)]
+        rows = [i for i, role in enumerate(roles) if role == "designer"]
+        if not rows:
+            return batch
+        scores = padded["rm_scores"].sum(dim=-1).tolist()
+        n_agent = sum(role == "agent" for role in roles)
+        spade = self.config.spade
+        scale = designer_scale_for(spade.advantage.designer_scale, n_agent, len(rows), spade.regen_every,
+                                   spade.advantage.designer_scale_cap)  # fmt: skip
+        skills = [e.get("spade_skill", "") for e in extra]
+        advantages = role_advantages(padded["advantages"], padded["response_mask"], scores, roles, skills, scale)
+        metrics["spade/designer/advantage_scale"] = scale
+        metrics["spade/designer/advantage_abs_mean"] = float(advantages[rows].abs().amax(dim=-1).mean())
+        nested = response_to_nested(advantages, data["response_mask"])
+        return tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id,
+                               fields=TensorDict({"advantages": nested}, batch_size=len(batch)))  # fmt: skip
+
+    def _compute_metrics(self, batch: KVBatchMeta, metrics, timing_raw, global_steps, epoch):
+        super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
+        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id,
+                               select_fields=["rm_scores", "extra_fields"])  # fmt: skip
+        extra = data.pop("extra_fields").tolist()
+        scores = data.to_padded_tensor()["rm_scores"].sum(dim=-1).tolist()
+        real = [not tag.get("is_padding", False) for tag in batch.tags]
+        metrics.update(role_metrics(extra, scores, real, designer_reward_config(self.config)))
+        metrics.update(ray.get(_pool().end_step.remote()))
+
+    def _save_checkpoint(self):
+        folder = Path(self.config.trainer.default_local_dir) / f"global_step_{self.global_steps}" / "spade"
+        folder.mkdir(parents=True, exist_ok=True)
+        ray.get(_pool().save_state.remote(str(folder)))  # before verl marks the checkpoint complete
+        super()._save_checkpoint()
+
+    def _load_checkpoint(self):
+        super()._load_checkpoint()
+        if self.global_steps <= 0:
+            return
+        folder = Path(self.config.trainer.default_local_dir) / f"global_step_{self.global_steps}" / "spade"
+        run_dir = Path(self.config.spade.run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        for name in POOL_STATE_FILES:
+            if not (folder / name).exists():
+                raise FileNotFoundError(
+                    f"resuming from global step {self.global_steps}, but {folder / name} is missing: the checkpoint "
+                    "was not written by SPADE's trainer (trainer.v1.trainer_mode=spade)"
+                )
+            shutil.copyfile(folder / name, run_dir / name)
+        logger.info("spade: restored env memory and pool state from %s", folder)
+
+
+def role_metrics(extra: list[dict[str, Any]], scores: list[float], real: list[bool], reward_cfg: Any) -> dict:
+    """Per-role reward, plateau, fault and sandbox-time metrics of one batch (padding rows excluded)."""
+    rows = [(e, s) for e, s, ok in zip(extra, scores, real) if ok]
+    metrics: dict[str, float] = {}
+    for role in ("agent", "designer"):
+        mine = [(e, s) for e, s in rows if e.get("spade_role") == role]
+        metrics[f"spade/{role}/samples"] = len(mine)
+        if mine:
+            metrics[f"spade/{role}/reward_mean"] = float(np.mean([s for _, s in mine]))
+    agents = [e for e, _ in rows if e.get("spade_role") == "agent"]
+    if agents:
+        metrics["spade/agent/env_fault_rate"] = float(np.mean([bool(e.get("spade_env_fault")) for e in agents]))
+    measured = [e["spade_measure"] for e, _ in rows if e.get("spade_role") == "designer" and e.get("spade_measure")]
+    if measured:
+        win_rates = [float(np.mean(m["no_hint"])) for m in measured]
+        band = (reward_cfg.plateau_low, reward_cfg.plateau_high, reward_cfg.plateau_ramp)
+        metrics["spade/designer/plateau_mean"] = float(np.mean([plateau(w, *band) for w in win_rates]))
+    wall = sum(float(e.get("spade_wall_s", 0.0)) for e in agents)
+    if wall > 0:  # agent episodes alternate model and env turns, so their time splits cleanly
+        metrics["spade/sandbox_time_share"] = sum(float(e.get("spade_sandbox_s", 0.0)) for e in agents) / wall
+    designers = [e for e, _ in rows if e.get("spade_role") == "designer"]
+    if designers:  # validation, hint vetting and the (concurrent) measurement plays, summed
+        metrics["spade/designer/sandbox_s_mean"] = float(np.mean([e.get("spade_sandbox_s", 0.0) for e in designers]))
+    return metrics
+
+
+def _pool() -> Any:
+    """The run's env pool actor (created by the first agent loop; a step has always run loops before this)."""
+    try:
+        return ray.get_actor(ACTOR_NAME)
+    except ValueError:
+        raise RuntimeError(
+            f"the SPADE env pool actor {ACTOR_NAME!r} does not exist: no SPADE agent loop ran. Check that "
+            "actor_rollout_ref.rollout.agent.agent_loop_config_path points at recipe/spade/config/agent_loops.yaml"
+        ) from None
