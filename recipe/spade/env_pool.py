@@ -157,11 +157,14 @@ class SpadeEnvPool:
         self.memory.update_stats(env_id, sum(plays) / len(plays), None, 1, step)  # plays accumulate in memory
 
     # -- reporting and checkpoints -------------------------------------------------------------------------------
-    def end_step(self) -> dict[str, float]:
-        """The trainer's step is over (all its loops finished): its metrics, for verl's logger and the JSONL."""
+    def end_step(self, batch_metrics: dict[str, float] | None = None) -> dict[str, float]:
+        """The trainer's step is over (all its loops finished): its metrics, for verl's logger and the JSONL.
+
+        ``batch_metrics`` (per-role rewards and advantages, computed by the trainer) join the JSONL row.
+        """
         if self.current_step < 0 or self.current_step in self.logged:
             return {}
-        return self.step_metrics(self.current_step)
+        return self.step_metrics(self.current_step, batch_metrics)
 
     def save_state(self, folder: str) -> str:
         """Write :data:`POOL_STATE_FILES` into ``folder`` (the run dir, or a verl checkpoint folder)."""
@@ -184,7 +187,7 @@ class SpadeEnvPool:
         self.rng.setstate(_tuples(state["rng"]))
         self.np_rng.bit_generator.state = state["np_rng"]
 
-    def step_metrics(self, step: int) -> dict[str, float]:
+    def step_metrics(self, step: int, batch_metrics: dict[str, float] | None = None) -> dict[str, float]:
         """Metrics of ``step`` (validity, failure codes, regret, win rates, faults, diversity), logged as JSONL."""
         self.logged.add(step)
         events = [e for e in self.events if e["step"] == step]
@@ -215,7 +218,7 @@ class SpadeEnvPool:
                 metrics["spade/solve/win_rate"] = float(np.mean([p["outcome"] >= 1.0 for p in ok]))
                 metrics["spade/solve/outcome_mean"] = float(np.mean([p["outcome"] for p in ok]))
         with (self.run_dir / "spade_metrics.jsonl").open("a", encoding="utf-8") as f:
-            f.write(json.dumps({"time": time.time(), **metrics}) + "\n")
+            f.write(json.dumps({"time": time.time(), **(batch_metrics or {}), **metrics}) + "\n")
         return metrics
 
     def finish(self) -> str:

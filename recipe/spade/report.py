@@ -11,7 +11,7 @@ _PLOTS = (
     ("spade/propose/validity_rate", "validity rate"),
     ("spade/propose/regret_mean", "regret (admitted envs)"),
     ("spade/solve/win_rate", "agent win rate (training plays)"),
-    ("spade/propose/designer_reward_mean", "designer reward"),
+    ("spade/designer/reward_mean", "designer reward"),
 )
 
 

@@ -82,8 +82,10 @@ class SpadeTrainer(PPOTrainerSync):
         extra = data.pop("extra_fields").tolist()
         scores = data.to_padded_tensor()["rm_scores"].sum(dim=-1).tolist()
         real = [not tag.get("is_padding", False) for tag in batch.tags]
-        metrics.update(role_metrics(extra, scores, real, designer_reward_config(self.config)))
-        metrics.update(ray.get(_pool().end_step.remote()))
+        batch_metrics = role_metrics(extra, scores, real, designer_reward_config(self.config))
+        batch_metrics.update({k: v for k, v in metrics.items() if k.startswith("spade/designer/advantage")})
+        metrics.update(batch_metrics)
+        metrics.update(ray.get(_pool().end_step.remote(batch_metrics)))
 
     def _save_checkpoint(self):
         folder = Path(self.config.trainer.default_local_dir) / f"global_step_{self.global_steps}" / "spade"

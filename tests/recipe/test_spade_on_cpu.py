@@ -82,6 +82,7 @@ def test_three_self_play_steps_log_per_role_metrics_and_update_the_actor(tmp_pat
     spade_dir = tmp_path / "run" / "spade"
     rows = [json.loads(line) for line in (spade_dir / "spade_metrics.jsonl").read_text().splitlines()]
     assert [int(r["spade/step"]) for r in rows] == [0, 1, 2]
+    assert [r.get("spade/designer/reward_mean") for r in rows] == [-0.5, None, -0.5]
     assert (spade_dir / "report.md").exists()
     for step in (1, 2, 3):
         assert (tmp_path / "run" / "ckpt" / f"global_step_{step}" / "spade" / "memory.jsonl").exists()
