@@ -21,6 +21,8 @@ ENVS_PER_REGEN=${ENVS_PER_REGEN:-24}
 AGENT_ROWS=${AGENT_ROWS:-24}
 N=${N:-8}
 PLAYS_PER_ARM=${PLAYS_PER_ARM:-8}
+# Designer reward variant (blend | regret | solve_rate | p1mp); its other knobs: reward.reward_kwargs.designer.*
+REWARD_VARIANT=${REWARD_VARIANT:-blend}
 # Lengths (paper: 32k context, 8k tokens per agent turn, 16k designer tokens, up to 25 turns)
 MAX_PROMPT=${MAX_PROMPT:-16384}
 MAX_RESPONSE=${MAX_RESPONSE:-16384}
@@ -39,6 +41,7 @@ OVERRIDES=(
     spade.setting="$SETTING" spade.corpus="$CORPUS" spade.run_dir="$RUN_DIR/spade"
     spade.regen_every="$REGEN_EVERY" spade.envs_per_regen="$ENVS_PER_REGEN" spade.agent_rows_per_step="$AGENT_ROWS"
     spade.plays_per_arm="$PLAYS_PER_ARM" spade.max_turns="$MAX_TURNS" spade.turn_tokens="$TURN_TOKENS"
+    reward.reward_kwargs.designer.variant="$REWARD_VARIANT"
     spade.designer.max_tokens=16384
     data.train_batch_size=$((AGENT_ROWS + ENVS_PER_REGEN))
     data.max_prompt_length="$MAX_PROMPT" data.max_response_length="$MAX_RESPONSE" data.filter_overlong_prompts=false
