@@ -107,3 +107,16 @@ def test_kill_then_resume_continues_from_the_checkpoint_with_its_memory(tmp_path
     # added exactly its 4 training plays (2 agent rows x rollout.n 2, no faults) and the 2 measurement plays of each
     # of its 2 admitted designs (built-ins, so they merge into the stored records).
     assert _plays(tmp_path / "run" / "spade" / "memory.jsonl") == at_checkpoint + 4 + 2 * 2
+
+
+def test_tool_use_self_play_runs_through_the_trainer(tmp_path):
+    """Tool-use envs, prompts and verl's hermes parser in the loop (parsed calls are checked in test_play_episode)."""
+    log = run_spade(tmp_path, 2, "spade.setting=tool_use", "trainer.save_freq=-1")
+    lines = step_lines(log)
+    assert {1, 2} <= set(lines)
+    design = lines[1]  # the scripted designer writes tool-use built-ins (and broken code) for tool-use prompts
+    assert metric(design, "spade/propose/validity_rate") == 0.5
+    assert metric(design, "spade/propose/skill/api_orchestration") == 1
+    assert metric(design, "spade/designer/samples") == 4 and metric(design, "spade/agent/samples") == 4
+    for step in (1, 2):  # the tiny model's turns reached the sandboxed tool-use envs without a fault
+        assert metric(lines[step], "spade/solve/env_fault_rate") == 0.0
