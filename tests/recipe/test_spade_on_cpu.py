@@ -120,3 +120,17 @@ def test_tool_use_self_play_runs_through_the_trainer(tmp_path):
     assert metric(design, "spade/designer/samples") == 4 and metric(design, "spade/agent/samples") == 4
     for step in (1, 2):  # the tiny model's turns reached the sandboxed tool-use envs without a fault
         assert metric(lines[step], "spade/solve/env_fault_rate") == 0.0
+
+
+def test_fixed_environment_baseline_has_no_designer_rows(tmp_path):
+    """The same trainer with the designer off: every row plays the seeded pool (the built-ins here)."""
+    command, env = _command(tmp_path, 2, "spade.fixed_env.enable=true", "trainer.save_freq=-1")
+    run = subprocess.run(command, capture_output=True, text=True, timeout=1200, cwd=tmp_path,
+                         env={**env, "ENVS_PER_REGEN": "0"})  # fmt: skip
+    log = run.stdout + run.stderr
+    assert run.returncode == 0, log[-5000:]
+    lines = step_lines(log)
+    for step in (1, 2):
+        assert metric(lines[step], "spade/designer/samples") == 0 and metric(lines[step], "spade/agent/samples") == 4
+        assert metric(lines[step], "spade/live_envs") == 6  # the six games built-ins
+        assert "spade/propose/validity_rate" not in lines[step]
