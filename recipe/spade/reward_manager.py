@@ -32,8 +32,7 @@ __all__ = ["SpadeRewardManager", "designer_reward_config", "score_sample"]
 
 def designer_reward_config(config: Any) -> RewardConfig:
     """``reward.reward_kwargs.designer`` of the trainer config as a checked :class:`RewardConfig`."""
-    kwargs = config.reward.get("reward_kwargs") or {}
-    designer = kwargs.get("designer") if hasattr(kwargs, "get") else None
+    designer = (config.reward.get("reward_kwargs") or {}).get("designer")
     data = OmegaConf.to_container(designer, resolve=True) if OmegaConf.is_config(designer) else designer
     cfg = RewardConfig.from_dict(data)
     if cfg.variant == "learning_potential":
