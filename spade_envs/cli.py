@@ -92,17 +92,20 @@ def _pool(args: argparse.Namespace):  # noqa: ANN202  (imported lazily: the sand
 
 def _cmd_validate(args: argparse.Namespace) -> int:
     """Validate an env source file in the sandbox: exit 0 if admissible, 1 if rejected."""
-    from spade_envs.validate import validate_source
+    from spade_envs.validate import ValidationConfig, validate_source
 
     source, filename = _read_env_source(args.path)
+    config = ValidationConfig(max_turns=args.max_turns, seed=args.seed, budget_s=args.budget_s)
     with _pool(args) as pool:
-        report = validate_source(source, pool, setting=args.setting, filename=filename)
+        report = validate_source(source, pool, config, setting=args.setting, filename=filename, key=args.key)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     elif report.ok:
         turns = ", ".join(map(str, report.solution_turns))
-        print(f"admissible: {report.class_name} ({report.setting}, max_turns {report.max_turns}; "
-              f"solution turns {turns}; {report.duration_s:.2f} s, isolation {pool.level})")  # fmt: skip
+        clamped = f" (declared {report.declared_max_turns})" if report.declared_max_turns != report.max_turns else ""
+        print(f"admissible: {report.class_name} ({report.setting}, max_turns {report.max_turns}{clamped}; "
+              f"solution turns {turns}; seeds {report.seeds} + probes {report.probe_seeds}; "
+              f"{report.duration_s:.2f} s, isolation {pool.level})")  # fmt: skip
     else:
         print(f"rejected: {report.code}: {report.reason}")
     return 0 if report.ok else 1
@@ -186,13 +189,15 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
     corpus = Corpus.load(args.corpus) if args.corpus else None
     config = GenerateConfig(setting=args.setting, n_envs=args.n, max_attempts=args.max_attempts,
-                            plays_per_arm=args.plays, seed=args.seed, multi_turn=args.multi_turn)  # fmt: skip
+                            plays_per_arm=args.plays, seed=args.seed, max_turns=args.max_turns,
+                            multi_turn=args.multi_turn)  # fmt: skip
     memory = EnvMemory.load(args.memory) if args.memory else None
     with _pool(args) as pool:
         outcomes = generate(_client(args), corpus, pool, config, args.out, memory=memory)
     valid = [o for o in outcomes if o.valid]
-    rows = [(o.env_id or "-", o.skill, f"{o.win_rate:.2f}", f"{o.regret:.2f}", o.hint_failure or "ok",
-             f"{o.designer_reward:+.2f}") for o in valid]  # fmt: skip
+    rows = [(o.env_id or "-", o.skill, f"{o.win_rate:.2f}" if o.measured else "-",
+             f"{o.regret:.2f}" if o.measured else "-", o.hint_failure or "ok", f"{o.designer_reward:+.2f}")
+            for o in valid]  # fmt: skip
     if rows:
         print(format_table(("env", "skill", "win rate", "regret", "hint", "designer reward"), rows))
     print(f"\n{len(valid)}/{config.n_envs} envs admitted from {len(outcomes)} designer samples; "
@@ -230,6 +235,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     validate.add_argument("path", help="env source file (or a built-in name)")
     validate.add_argument("--setting", choices=["games", "tool_use"], help="the setting the env must be")
     validate.add_argument("--json", action="store_true", help="print the full report as JSON")
+    validate.add_argument("--seed", type=int, default=0, help="run seed the validation seeds are drawn from")
+    validate.add_argument("--key", default="", help="per-validation key the seeds are drawn with (default empty)")
+    validate.add_argument("--budget-s", type=float, default=120.0, help="wall-clock budget of the validation")
+    validate.add_argument("--max-turns", type=int, default=25, help="training turn cap: the solution must fit it")
     validate.set_defaults(fn=_cmd_validate)
     play_cmd = sub.add_parser("play", help="play an env in the terminal")
     play_cmd.add_argument("path", help="env source file (or a built-in name)")
@@ -259,6 +268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     gen.add_argument("--seed", type=int, default=0)
     gen.add_argument("--multi-turn", action="store_true", help="tool use: 3-5 instructions revealed one at a time")
     gen.add_argument("--memory", help="an existing memory file to draw exemplars from and extend")
+    gen.add_argument("--max-turns", type=int, default=25, help="training turn cap: solutions must fit it (default 25)")
     gen.set_defaults(fn=_cmd_generate)
     mem = sub.add_parser("memory", help="inspect an environment memory file")
     mem.add_argument("action", choices=["show", "stats"])

@@ -41,6 +41,9 @@ __all__ = [
 StepResult = tuple[str, float, bool, bool, dict[str, Any]]
 
 _BOXED = re.compile(r"\\boxed\s*\{")
+_BRACE = re.compile(r"[{}]")
+#: Outcomes within this of 1 are wins: rewards summed in floats (0.1 x 10 = 0.9999999999999999) must not lose.
+WIN_TOLERANCE = 1e-9
 
 
 @runtime_checkable
@@ -66,20 +69,23 @@ def extract_command(text: str) -> str:
     r"""Return the content of the last complete ``\\boxed{...}`` in ``text``, else the stripped text.
 
     Braces inside the box are balanced (``\\boxed{f(x)={1,2}}`` gives ``f(x)={1,2}``). An unclosed box is ignored,
-    so a truncated response falls back to its stripped text.
+    so a truncated response falls back to its stripped text. Linear in ``len(text)``: one pass matches every brace
+    (a stack of open positions), so no crafted text makes extraction quadratic.
     """
-    found: str | None = None
-    for match in _BOXED.finditer(text):
-        depth, start = 1, match.end()
-        for i in range(start, len(text)):
-            if text[i] == "{":
-                depth += 1
-            elif text[i] == "}":
-                depth -= 1
-                if depth == 0:
-                    found = text[start:i]
-                    break
-    return found.strip() if found is not None else text.strip()
+    openers = {m.end() - 1 for m in _BOXED.finditer(text)}
+    if not openers:
+        return text.strip()
+    stack: list[int] = []
+    found: tuple[int, int] | None = None
+    for match in _BRACE.finditer(text):
+        pos = match.start()
+        if text[pos] == "{":
+            stack.append(pos)
+        elif stack:
+            start = stack.pop()
+            if start in openers and (found is None or start > found[0]):
+                found = (start, pos)
+    return text[found[0] + 1 : found[1]].strip() if found is not None else text.strip()
 
 
 def outcome_reward(reward: float, terminated: bool, truncated: bool) -> float:
@@ -88,12 +94,13 @@ def outcome_reward(reward: float, terminated: bool, truncated: bool) -> float:
         return 0.0
     if not math.isfinite(reward):
         raise ContractViolation(f"final reward must be finite, got {reward!r}", code="nonfinite_reward")
-    return min(1.0, max(0.0, float(reward)))
+    value = min(1.0, max(0.0, float(reward)))
+    return 1.0 if value >= 1.0 - WIN_TOLERANCE else value
 
 
 def is_win(outcome: float) -> bool:
     """An episode is won when its outcome reaches 1 (partial credit below 1 is not a win)."""
-    return outcome >= 1.0
+    return outcome >= 1.0 - WIN_TOLERANCE
 
 
 def check_reset_output(result: object) -> tuple[str, dict[str, Any]]:

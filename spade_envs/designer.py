@@ -11,40 +11,54 @@ import json
 import random
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from spade_envs.agent_play import Sampling, model_policy
+from spade_envs.agent_play import Sampling
 from spade_envs.corpus import Corpus, truncate_words
-from spade_envs.episode import play
 from spade_envs.extract import extract_code
-from spade_envs.hints import tool_call_values, vet_hint
+from spade_envs.failures import HINT_FAILURE_CODES
 from spade_envs.llm import ChatClient, ChatError
+from spade_envs.measure import HintVetting, measure, measure_arm, unpaired_seeds, vet_env_hint, vet_hint_on_seeds
 from spade_envs.memory import EnvMemory, MemoryConfig, MemoryRecord
 from spade_envs.prompts import VARIANT_WEIGHTS, Exemplar, builtin_example, designer_messages, hint_messages
 from spade_envs.rewards import RewardConfig, WindowStats, designer_reward, failure_penalty, paired_regret
-from spade_envs.sandbox import RemoteEnv, SandboxError, WorkerPool
+from spade_envs.sandbox import WorkerPool
 from spade_envs.skills import DOMAINS, SKILLS
 from spade_envs.spec import EnvSpec
 from spade_envs.validate import ValidationConfig, ValidationReport, validate_source
 
-__all__ = ["DesignOutcome", "GenerateConfig", "admit", "exemplars_for_prompt", "generate", "measure", "vet_env_hint"]
+__all__ = [
+    "DesignOutcome",
+    "GenerateConfig",
+    "admit",
+    "exemplar_snippet",
+    "exemplars_for_prompt",
+    "generate",
+    "measure",
+    "vet_env_hint",
+]
 
 _SNIPPET_CHARS = 2000
 
 
 @dataclass(frozen=True)
 class GenerateConfig:
-    """Knobs of :func:`generate`. Sampling defaults follow the paper (designer 0.6, hint writer 0.3)."""
+    """Knobs of :func:`generate`. Sampling defaults follow the paper (designer 0.6, hint writer 0.3).
+
+    ``max_turns`` is the training turn cap: validation requires the solution to fit it and measurement plays stop
+    at it; it (and ``seed``) override the ``validation`` config's cap and run seed.
+    """
 
     setting: str = "games"
     n_envs: int = 4
     max_attempts: int = 5
     plays_per_arm: int = 4
     seed: int = 0
+    max_turns: int = 25
     multi_turn: bool = False
     designer: Sampling = Sampling(temperature=0.6, top_p=0.95, max_tokens=16384)
     hint_writer: Sampling = Sampling(temperature=0.3, top_p=0.9, max_tokens=1024)
@@ -56,9 +70,11 @@ class GenerateConfig:
     def __post_init__(self) -> None:
         if self.setting not in SKILLS:
             raise ValueError(f"setting must be one of {sorted(SKILLS)}, got {self.setting!r}")
-        for name in ("n_envs", "max_attempts", "plays_per_arm"):
+        for name in ("n_envs", "max_attempts", "plays_per_arm", "max_turns"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        # one turn cap and one run seed for validation and measurement alike
+        object.__setattr__(self, "validation", replace(self.validation, max_turns=self.max_turns, seed=self.seed))
 
 
 @dataclass
@@ -83,6 +99,9 @@ class DesignOutcome:
     win_rate: float | None = None
     regret: float | None = None
     designer_reward: float = 0.0
+    failure: str | None = None
+    measured: bool = False
+    validation_seeds: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -94,71 +113,31 @@ def exemplars_for_prompt(memory: EnvMemory, setting: str, skill: str, rng: np.ra
     shown = []
     for kind, items in (("positive", chosen.positives), ("negative", chosen.negatives)):
         for item in items:
-            source = item.record.spec.source
-            snippet = source if len(source) <= _SNIPPET_CHARS else source[: source.rfind("\n", 0, _SNIPPET_CHARS)]
+            snippet = exemplar_snippet(item.record.spec.source)
             shown.append(Exemplar(snippet, skill, item.record.win_rate, item.record.regret, kind, item.reason))
     return shown
 
 
+def exemplar_snippet(source: str, limit: int = _SNIPPET_CHARS) -> str:
+    """At most ``limit`` characters of ``source``, cut at the last line break inside them when there is one."""
+    if len(source) <= limit:
+        return source
+    cut = source.rfind("\n", 0, limit)
+    return source[: cut if cut > 0 else limit]
+
+
 def admit(
-    response: str, pool: WorkerPool, setting: str, config: ValidationConfig | None = None
+    response: str, pool: WorkerPool, setting: str, config: ValidationConfig | None = None, *, key: str = ""
 ) -> tuple[str | None, ValidationReport]:
-    """Extract the code from a designer response and validate it in the sandbox; ``(source or None, report)``."""
+    """Extract the code from a designer response and validate it in the sandbox; ``(source or None, report)``.
+
+    ``key`` names the validation (e.g. ``"step 4 slot 2"``); with ``config.seed`` it draws the validation seeds.
+    """
     extraction = extract_code(response)
     if extraction.code is None:
         return None, ValidationReport(ok=False, code="no_code_block", reason=extraction.reason)
-    report = validate_source(extraction.code, pool, config, setting=setting)
+    report = validate_source(extraction.code, pool, config, setting=setting, key=key)
     return (extraction.code if report.ok else None), report
-
-
-def vet_env_hint(
-    source: str, hint_text: str, pool: WorkerPool, setting: str, seeds: list[int]
-) -> tuple[str | None, str | None, str]:
-    """Clean a written hint and check it leaks nothing of the instances it will be shown on.
-
-    Returns ``(hint or None, failure code or None, reason)``. Leakage is checked against every measured seed:
-    games against the solution's answer tokens, tool use against concrete values of the initial state.
-    """
-    env = RemoteEnv(source, pool)
-    try:
-        for seed in seeds:
-            obs, _ = env.reset(seed)
-            actions = env.solution()
-            if setting == "games":
-                result = vet_hint(hint_text, setting, solution_actions=actions, visible_text=obs)
-            else:
-                visible = json.dumps(env.tools())
-                result = vet_hint(hint_text, setting, initial_values=tool_call_values(actions), visible_text=visible)
-            if result.hint is None:
-                return None, result.failure, result.reason
-        return result.hint, None, ""
-    finally:
-        env.close()
-
-
-def measure(
-    source: str,
-    pool: WorkerPool,
-    client: ChatClient,
-    setting: str,
-    seeds: list[int],
-    hint: str | None,
-    sampling: Sampling,
-) -> list[float]:
-    """Outcomes of the model playing ``source`` once per seed (with ``hint`` on the first observation, if given)."""
-    env = RemoteEnv(source, pool)
-    try:
-        tools = None
-        if setting == "tool_use":
-            env.reset(seeds[0])
-            tools = env.tools()
-        outcomes = []
-        for seed in seeds:
-            policy = model_policy(client, setting, tools=tools, hint=hint, sampling=sampling)
-            outcomes.append(play(env, policy, seed, setting=setting).outcome)
-        return outcomes
-    finally:
-        env.close()
 
 
 def _complete(client: ChatClient, messages: list[dict[str, str]], sampling: Sampling) -> str:
@@ -204,6 +183,8 @@ def generate(
                 outcomes.append(outcome)
                 status = (
                     f"valid: win rate {outcome.win_rate:.2f}, regret {outcome.regret:.2f}"
+                    if outcome.measured
+                    else f"valid, not measured ({outcome.reason})"
                     if outcome.valid
                     else f"rejected ({outcome.reason})"
                 )
@@ -243,10 +224,11 @@ def _design_once(
                                  example_source=example)  # fmt: skip
     outcome = DesignOutcome(slot, attempt, skill, document.doc_id if document else None, domain, variant)
     try:
-        source, report = admit(_complete(client, messages, config.designer), pool, setting, config.validation)
+        response = _complete(client, messages, config.designer)
     except ChatError as exc:
         outcome.reason = f"designer call failed: {exc}"
         return outcome
+    source, report = admit(response, pool, setting, config.validation, key=f"slot {slot} attempt {attempt}")
     if source is None:
         outcome.reason = f"{report.code}: {report.reason}"
         outcome.designer_reward = failure_penalty(config.reward, report.code or "crashed")
@@ -254,27 +236,37 @@ def _design_once(
     spec = EnvSpec(env_id="", setting=setting, skill=skill, source=source, doc_id=outcome.doc_id, created_step=0,
                    metadata={"domain": domain, "variant": variant} if domain else {})  # fmt: skip
     outcome.valid, outcome.code, outcome.env_id = True, source, f"{setting}-{skill}-{spec.sha256[:12]}"
+    outcome.validation_seeds = report.seeds + report.probe_seeds
     spec = EnvSpec(**{**spec.to_dict(), "env_id": outcome.env_id})
     seeds = [config.seed * 1000 + slot * config.plays_per_arm + i for i in range(config.plays_per_arm)]
     outcome.seeds = seeds
     try:
         hint_text = _complete(client, hint_messages(setting, source), config.hint_writer)
-        hint, outcome.hint_failure, hint_reason = vet_env_hint(source, hint_text, pool, setting, seeds)
     except ChatError as exc:
-        hint, outcome.hint_failure, hint_reason = None, "hint_failed", str(exc)
-    outcome.hint = hint
-    play_failure = None
-    try:
-        outcome.no_hint = measure(source, pool, client, setting, seeds, None, config.agent)
-        if hint is not None:
-            outcome.hinted = measure(source, pool, client, setting, seeds, hint, config.agent)
-    except SandboxError as exc:
-        play_failure = {"EnvTimeout": "timeout", "OutputTooLarge": "output_too_large"}.get(
-            type(exc).__name__, "crashed"
-        )
-        outcome.reason = f"env failed during play: {exc}"
-    if not outcome.no_hint:
-        outcome.no_hint = [0.0]
+        vetting = HintVetting(None, "hint_failed", f"hint writer call failed: {exc}")
+    else:
+        vetting = vet_hint_on_seeds(source, hint_text, pool, setting, seeds)
+    if vetting.failure in HINT_FAILURE_CODES or vetting.failure is None:
+        outcome.hint, outcome.hint_failure = vetting.hint, vetting.failure
+        if vetting.failure:
+            outcome.reason = f"hint: {vetting.failure}: {vetting.reason}"
+    else:  # the env itself broke while its hint was vetted (e.g. reset raised on a measurement seed)
+        return _env_failed(outcome, config, memory, spec, vetting.failure, f"during hint vetting: {vetting.reason}")
+    arms = [measure_arm(source, pool, client, setting, seeds, h, config.agent, max_turns=config.max_turns)
+            for h in ([None, outcome.hint] if outcome.hint is not None else [None])]  # fmt: skip
+    for arm in arms:
+        if arm.fault is not None:
+            return _env_failed(outcome, config, memory, spec, arm.fault, f"during measurement: {arm.reason}")
+        if arm.agent_error is not None:  # the endpoint failed, not the env: admitted but not scored
+            outcome.reason = f"measurement incomplete: agent call failed: {arm.agent_error}"
+            return outcome
+    outcome.no_hint = arms[0].outcomes
+    outcome.hinted = arms[1].outcomes if len(arms) > 1 else []
+    unpaired = unpaired_seeds(seeds, vetting.first_obs, *(arm.first_obs for arm in arms))
+    if unpaired:
+        why = f"seed {unpaired[0]}: the arms (and hint vetting) saw different first observations"
+        return _env_failed(outcome, config, memory, spec, "unpaired", why)
+    outcome.measured = True
     window = WindowStats(
         skill=skill,
         outcomes=outcome.no_hint,
@@ -283,14 +275,27 @@ def _design_once(
         seeds_no_hint=seeds if outcome.hinted else (),
         seeds_hint=seeds if outcome.hinted else (),
         hint_failure=outcome.hint_failure,
-        play_failure=play_failure,
     )
     outcome.win_rate = window.mean_outcome
     outcome.regret = paired_regret(outcome.no_hint, outcome.hinted, seeds, seeds) if outcome.hinted else 0.0
     outcome.designer_reward = designer_reward(config.reward, window)
-    if hint_reason and not outcome.reason:
-        outcome.reason = f"hint: {outcome.hint_failure}: {hint_reason}"
     raw_regret = sum(outcome.hinted) / len(outcome.hinted) - outcome.win_rate if outcome.hinted else 0.0
     memory.add(MemoryRecord(spec=spec, win_rate=outcome.win_rate, regret=raw_regret, plays=len(seeds),
-                            last_played_step=0, status=play_failure or "ok"))  # fmt: skip
+                            last_played_step=0, status=outcome.hint_failure or "ok"))  # fmt: skip
+    return outcome
+
+
+def _env_failed(
+    outcome: DesignOutcome, config: GenerateConfig, memory: EnvMemory, spec: EnvSpec, code: str, reason: str
+) -> DesignOutcome:
+    """An admitted env broke after validation: the designer sample gets the code's penalty, the pool no env.
+
+    Memory keeps an unplayable, unmeasured record (``plays=0``) for statistics and deduplication; it never
+    overwrites a stored playable copy of the same code.
+    """
+    outcome.valid, outcome.failure = False, code
+    outcome.reason = f"{code}: {reason}"
+    outcome.no_hint, outcome.hinted, outcome.win_rate, outcome.regret = [], [], None, None
+    outcome.designer_reward = failure_penalty(config.reward, code)
+    memory.add(MemoryRecord(spec=spec, win_rate=0.0, regret=0.0, plays=0, last_played_step=0, status=code))
     return outcome

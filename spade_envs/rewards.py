@@ -52,6 +52,7 @@ VARIANTS = ("blend", "regret", "solve_rate", "learning_potential", "p1mp")
 DEFAULT_PENALTIES: dict[str, float] = {
     **dict.fromkeys(FAILURE_CODES, -1.0),
     "solution_does_not_win": -0.75,
+    "solution_too_long": -0.75,
     "do_nothing_wins": -0.5,
     "random_wins": -0.5,
     "audit_rejected": -0.5,

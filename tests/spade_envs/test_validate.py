@@ -52,7 +52,7 @@ CASES = {
     "construct_failed": variant(
         "max_turns = 6", "max_turns = 6\n\n    def __init__(self, size):\n        self.size = size"
     ),
-    "reset_raised": variant("self.total = 0", "self.total = 1 / (seed - 1)"),
+    "reset_raised": variant("self.total = 0", "self.total = 0 if seed < 1000 else 1 / 0"),  # honest on small seeds
     "reset_bad_types": variant('{"difficulty": 1}', '["not a dict"]'),
     "nondeterministic": variant("self.rng = random.Random(seed)", "self.rng = random.Random()"),
     "step_raised": variant('return "Send a number."', 'return {}["crash"]'),
@@ -82,7 +82,16 @@ def test_a_valid_environment_passes(pool):
     report = validate_source(GOOD, pool, setting="games")
     assert report.ok and report.code is None, report
     assert report.class_name == "CounterEnv" and report.solution_turns == [3, 3, 3]
-    assert report.checks == ["loaded", "reset", "deterministic", "probes", "solution", "do_nothing", "random"]
+    assert report.checks == [
+        "loaded",
+        "reset",
+        "deterministic",
+        "probes",
+        "solution",
+        "do_nothing",
+        "random",
+        "cross_worker",
+    ]
 
 
 @pytest.mark.parametrize("code", sorted(CASES))
