@@ -1,23 +1,37 @@
-"""Pull the final answer out of a model's response and compare it with the reference.
+r"""Pull the final answer out of a model's response and compare it with the reference, as the official scorers do.
 
-Math answers go through ``math-verify`` (it parses LaTeX and plain expressions and compares them symbolically);
-its own timeouts use ``signal.alarm``, which only works on the main thread, so they are disabled here: the runner
-calls these from worker threads.
+- **Math** (AIME): the last complete ``\boxed{...}`` of the visible text (after any ``</think>``), compared with
+  ``math-verify`` at its default settings; no box means no answer. math-verify runs in a scorer process
+  (:mod:`~spade_envs.evaluation.scorer_pool`) with a hard deadline, so a huge answer such as ``70^{70^{70}}`` is
+  killed and counted wrong instead of freezing the run; inside that process math-verify's own alarms work.
+- **Multiple choice** (GPQA): simple-evals' rule, the *first* ``Answer: X`` (``Answer`` in any case, the letter as
+  written), read after stripping Markdown and LaTeX wrappers; else the letter of the last ``\boxed{}``.
+- **Code** (LiveCodeBench): LiveCodeBench's rule, the text between the last two lines that contain a fence.
+
+Differences from the official scorers are listed in ``docs/evaluation.md``.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+from dataclasses import dataclass
 from typing import Any
 
+from spade_envs.evaluation.scorer_pool import ScorerRaised, ScorerTimeout, shared_pool
 from spade_envs.evaluation.suite import MissingDependency
+from spade_envs.extract import split_thinking
 
-__all__ = ["choice_letter", "extract_code", "last_boxed", "math_equal"]
+__all__ = ["MATH_TIMEOUT_S", "MathVerdict", "choice_letter", "extract_code", "last_boxed", "math_check", "math_equal"]
 
-_LETTER = re.compile(r"(?i)answer\s*(?:is)?\s*[:：]?\s*\**\s*\(?\$?\s*(?:\\text\{)?\s*([A-J])\b")
-_BOXED_LETTER = re.compile(r"\\boxed\{\s*(?:\\text\{)?\s*\(?([A-J])\)?\s*\}?\s*\}")
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
+log = logging.getLogger(__name__)
+
+#: Hard deadline of one math-verify comparison (its own parse and verify alarms are 5 s each).
+MATH_TIMEOUT_S = 30.0
+_MATH_PRELOAD = ("math_verify",)
+# Markup a model wraps its letter in; removed before looking for "Answer: X" (simple-evals' normalisation, widened).
+_WRAPPERS = re.compile(r"\*\*|__|\\boxed|\\textbf|\\text|\\mathrm|\\mathbf|\\\(|\\\)|\\\[|\\\]|\\\$|\$|[{}\[\]()]")
+_SPACES = re.compile(r"[ \t]+")
 
 
 def last_boxed(text: str) -> str | None:
@@ -43,36 +57,86 @@ def _math_verify() -> Any:
             "math answers are checked with math-verify: pip install 'math-verify[antlr4_9_3]==0.9.0' "
             "(the antlr4 4.9.3 runtime is the one omegaconf/verl already pin)"
         ) from exc
-    logging.getLogger("math_verify").setLevel(logging.ERROR)  # it warns once that we disabled its alarm timeouts
     return math_verify
 
 
-def math_equal(response: str, gold: str) -> tuple[bool, str]:
-    r"""Whether ``response``'s final answer equals ``gold`` (math-verify), and the answer it extracted.
-
-    The gold answer is parsed as ``$gold$`` so that a bare ``204`` or ``\frac{1}{2}`` parses as math.
-    """
+def _verify_in_worker(boxed: str, gold: str) -> tuple[bool, str]:
+    """Runs in a scorer process: math-verify with its default timeouts (its alarms work in that main thread)."""
     mv = _math_verify()
-    gold_parsed = mv.parse(f"${gold}$", parsing_timeout=None)
+    gold_parsed = mv.parse(f"${gold}$")
     if not gold_parsed:
         raise ValueError(f"math-verify cannot parse the reference answer {gold!r}")
-    boxed = last_boxed(response)
-    pred = mv.parse(f"$\\boxed{{{boxed}}}$" if boxed is not None else response, parsing_timeout=None)
+    pred = mv.parse(f"$\\boxed{{{boxed}}}$")
     if not pred:
         return False, ""
-    return bool(mv.verify(gold_parsed, pred, timeout_seconds=None)), str(pred[-1])
+    return bool(mv.verify(gold_parsed, pred)), str(pred[-1])
+
+
+@dataclass(frozen=True)
+class MathVerdict:
+    """``correct``; ``pred`` the parsed answer (``""`` if none); ``timed_out`` when the scorer was killed."""
+
+    correct: bool
+    pred: str
+    timed_out: bool = False
+
+
+def math_check(response: str, gold: str, timeout_s: float = MATH_TIMEOUT_S) -> MathVerdict:
+    r"""Whether the last ``\boxed{}`` of ``response``'s visible text equals ``gold`` under math-verify.
+
+    The gold answer is parsed as ``$gold$`` so that a bare ``204`` or ``\frac{1}{2}`` parses as math. A response
+    without a complete box is wrong (a response cut off at the token limit has no final answer). A comparison that
+    overruns ``timeout_s`` is killed, logged and counted wrong. An unparseable gold answer raises ``ValueError``.
+    """
+    _math_verify()  # a missing package is the caller's error, not a wrong answer
+    boxed = last_boxed(split_thinking(response)[0])
+    if boxed is None:
+        return MathVerdict(False, "")
+    try:
+        correct, pred = shared_pool(_MATH_PRELOAD).call(_verify_in_worker, boxed, gold, timeout_s=timeout_s)
+    except ScorerTimeout:
+        log.warning("math-verify timed out after %g s on the answer %.200r (gold %r): counted wrong", timeout_s,
+                    boxed, gold)  # fmt: skip
+        return MathVerdict(False, boxed[:200], timed_out=True)
+    except ScorerRaised as exc:  # math-verify's own errors are the caller's (an unparseable gold answer)
+        raise (exc.original if isinstance(exc.original, Exception) else exc) from None
+    return MathVerdict(correct, pred)
+
+
+def math_equal(response: str, gold: str) -> tuple[bool, str]:
+    r"""``(correct, extracted answer)`` of :func:`math_check` (kept for callers of the old signature)."""
+    verdict = math_check(response, gold)
+    return verdict.correct, verdict.pred
+
+
+def _letter_in_box(response: str, letters: str) -> str:
+    boxed = last_boxed(response)
+    if boxed is None:
+        return ""
+    inner = _SPACES.sub(" ", _WRAPPERS.sub(" ", boxed)).strip()
+    hit = re.match(rf"([{letters}])(?:$|[ .:;,])", inner)
+    return hit.group(1) if hit else ""
 
 
 def choice_letter(response: str, letters: str = "ABCD") -> str:
-    r"""The last ``Answer: X`` (or ``\boxed{X}``) letter in ``response`` among ``letters``; ``""`` if none."""
-    hits = [(m.start(), m.group(1).upper()) for pattern in (_LETTER, _BOXED_LETTER) for m in pattern.finditer(response)]
-    found = sorted(hit for hit in hits if hit[1] in letters)
-    return found[-1][1] if found else ""
+    r"""The answer letter of a multiple-choice response, ``""`` if none (simple-evals' rule, see the module doc).
+
+    The first ``Answer: X`` wins (``Answer`` in any case; ``:``, or `` - `` or a dash between spaces; Markdown and LaTeX
+    wrappers such as ``**``, ``\(...\)``, ``[X]``, ``\text{X}`` ignored); a lower-case letter is returned as written,
+    so it never equals the gold letter, as in simple-evals. Without one, the letter of the last ``\boxed{}``.
+    """
+    visible = split_thinking(response)[0]
+    cleaned = _SPACES.sub(" ", _WRAPPERS.sub(" ", visible))
+    hit = re.search(rf"(?i:answer)(?: ?: ?| [\-\u2013\u2014] )((?i:[{letters}]))", cleaned)
+    if hit:
+        return hit.group(1)
+    return _letter_in_box(visible, letters)
 
 
 def extract_code(response: str) -> str:
-    """The last fenced code block (a ``python`` one preferred) of ``response``; ``""`` if there is none."""
-    blocks = _FENCE.findall(response)
-    python = [body for lang, body in blocks if lang.lower() in ("python", "python3", "py")]
-    chosen = python or [body for _lang, body in blocks]
-    return chosen[-1] if chosen else ""
+    """LiveCodeBench's rule: the lines between the last two lines that contain a fence; ``""`` if fewer than two."""
+    lines = split_thinking(response)[0].split("\n")
+    fences = [i for i, line in enumerate(lines) if "```" in line]
+    if len(fences) < 2:
+        return ""
+    return "\n".join(lines[fences[-2] + 1 : fences[-1]])

@@ -6,9 +6,10 @@ Examples (a running server; or a checkpoint that spade-eval serves with vLLM for
     spade-eval --serve-checkpoint /ckpt/hf --serve-args "--tensor-parallel-size 8" --suite all --out runs/eval
 
 Every suite appends scored samples to ``<out>/<suite>.jsonl``; rerunning the same command resumes. The table is
-printed and written to ``<out>/results.md`` and ``<out>/results.json``. Exit status: 0 when every selected suite
-ran completely, 1 when a suite could not run, some samples failed (rerun to retry them) or the server did not
-start, 2 on bad arguments.
+printed and written to ``<out>/results.md`` and ``<out>/results.json`` at the end of every run: a suite that
+cannot run, a sample that fails and Ctrl-C are marked in it, never a traceback without a report. Exit status: 0
+when every selected suite ran completely, 1 when a suite could not run, some samples failed (rerun to retry them)
+or the server did not start, 2 on bad arguments, 130 when interrupted (the report covers what finished).
 """
 
 from __future__ import annotations
@@ -121,16 +122,29 @@ def _evaluate(
     overrides = {k: v for k, v in overrides.items() if v is not None}
     runs: list[SuiteRun] = []
     errors: dict[str, str] = {}
+    interrupted = False
     for name in names:
-        suite = make_suite(name, options)
         try:
+            suite = make_suite(name, options)
             sampling = replace(suite.default_sampling, **overrides)
-            runs.append(run_suite(suite, client, args.out, data_dir=args.data_dir, sampling=sampling,
-                                  concurrency=args.concurrency, limit=args.limit,
-                                  progress=None if args.quiet else sys.stderr))  # fmt: skip
-        except (SpadeEnvError, ValueError) as exc:
-            errors[name] = str(exc)
-            print(f"spade-eval: {name}: {exc}", file=sys.stderr)
+        except Exception as exc:  # noqa: BLE001 (a suite that cannot even be built is reported, not raised)
+            errors[name] = (
+                f"{type(exc).__name__}: {exc}" if not isinstance(exc, SpadeEnvError | ValueError) else str(exc)
+            )
+            print(f"spade-eval: {name}: {errors[name]}", file=sys.stderr)
+            continue
+        run = run_suite(suite, client, args.out, data_dir=args.data_dir, sampling=sampling,
+                        concurrency=args.concurrency, limit=args.limit,
+                        progress=None if args.quiet else sys.stderr)  # fmt: skip
+        if run.error is not None:
+            errors[name] = run.error
+            print(f"spade-eval: {name}: {run.error}", file=sys.stderr)
+            continue
+        runs.append(run)
+        if run.interrupted:
+            interrupted = True
+            print(f"spade-eval: interrupted ({run.interrupted}); the report covers what finished", file=sys.stderr)
+            break
     user: Any = "the model under test"
     if user_client is not None:
         user = {"base_url": user_client.url.removesuffix("/chat/completions"), "model": user_client.model}
@@ -139,6 +153,8 @@ def _evaluate(
                 "acebench_root": str(args.acebench_root) if args.acebench_root else None, "user_simulator": user,
                 "served": served}  # fmt: skip
     print(write_reports(args.out, runs, settings, errors))
+    if interrupted:
+        return 130
     return 0 if not errors and all(run.complete and not run.failures for run in runs) else 1
 
 

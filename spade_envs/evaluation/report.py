@@ -28,9 +28,22 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
+def _status(run: SuiteRun) -> str:
+    if run.error is not None:
+        return f"not run: {run.error}"
+    if run.complete and not run.failures:
+        return "ok" + (f" ({run.scorer_timeouts} scorer timeouts)" if run.scorer_timeouts else "")
+    notes = [f"{len(run.failures)} failed"] if run.failures else []
+    if run.interrupted:
+        notes.append(f"interrupted by {run.interrupted}")
+    if run.scorer_timeouts:
+        notes.append(f"{run.scorer_timeouts} scorer timeouts")
+    return f"incomplete ({', '.join(notes) or 'samples missing'})"
+
+
 def _row(run: SuiteRun) -> list[str]:
     score = run.scores.get("score")
-    status = "ok" if run.complete and not run.failures else f"incomplete ({len(run.failures)} failed)"
+    status = _status(run)
     also = ", ".join(f"{k} {100 * run.scores[k]:.1f}" for k in run.suite.shown_metrics if k in run.scores)
     return [run.suite.name, run.suite.metric, "-" if score is None else f"{100 * score:.1f}", also,
             str(len(run.items)), str(len(run.records)), status]  # fmt: skip
@@ -68,7 +81,11 @@ def write_reports(
             "items": len(run.items),
             "samples": len(run.records),
             "complete": run.complete,
-            "failures": run.failures[:20],
+            "error": run.error,
+            "interrupted": run.interrupted,
+            "scorer_timeouts": run.scorer_timeouts,
+            "failures": run.failures[:50],
+            "failed_samples": len(run.failures),
             "resumed_samples": run.resumed,
             "sampling": run.sampling.to_dict(),
             "data_sha256": run.suite.checksums(),

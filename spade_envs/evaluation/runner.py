@@ -3,16 +3,22 @@
 The JSONL file is append-only and written one complete line at a time under a lock, so a run killed at any point
 leaves every finished sample intact (at worst a truncated last line, which is dropped on resume). A rerun skips
 every ``(item, sample)`` already there. Results are returned in item order, whatever order threads finished in.
+
+:func:`run_suite` always returns a :class:`SuiteRun`: a suite that cannot load, a sample whose play or scoring
+raises, a failing ``close`` or ``aggregate``, and Ctrl-C all become recorded failures (the suite is then
+incomplete), never an exception out of the runner. Each thread stores its own sample as soon as it is scored, so
+samples that finish while the run is being interrupted are kept.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -22,6 +28,10 @@ from spade_envs.evaluation.suite import Suite
 from spade_envs.llm import ChatClient, ChatError
 
 __all__ = ["ResultStore", "SuiteRun", "run_suite"]
+
+log = logging.getLogger(__name__)
+#: Most failure lines kept per suite (a broken task fails every one of its samples the same way).
+MAX_FAILURES = 200
 
 
 class ResultStore:
@@ -72,11 +82,21 @@ class SuiteRun:
     scores: dict[str, float]
     failures: list[str] = field(default_factory=list)
     resumed: int = 0
+    #: Why the suite could not run at all (it loaded no items), or ``None``.
+    error: str | None = None
+    #: ``KeyboardInterrupt`` / ``SystemExit(...)`` when the run was stopped part-way, else ``None``.
+    interrupted: str | None = None
 
     @property
     def complete(self) -> bool:
-        """Whether every planned sample was scored."""
-        return len(self.records) == len(self.items) * self.sampling.n_samples
+        """Whether every planned sample was scored (and nothing failed outside the samples)."""
+        planned = len(self.items) * self.sampling.n_samples
+        return self.error is None and self.interrupted is None and planned > 0 and len(self.records) == planned
+
+    @property
+    def scorer_timeouts(self) -> int:
+        """Samples counted wrong because a scorer overran its deadline."""
+        return sum(bool(r.detail.get("scorer_timeout")) for r in self.records)
 
 
 class _Progress:
@@ -105,6 +125,10 @@ class _Progress:
             self.stream.flush()
 
 
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:1000]
+
+
 def run_suite(
     suite: Suite,
     client: ChatClient,
@@ -118,6 +142,10 @@ def run_suite(
     on_record: Callable[[SampleRecord], None] | None = None,
 ) -> SuiteRun:
     """Score every ``(item, sample)`` of ``suite`` not yet in ``<out_dir>/<suite>.jsonl`` and aggregate them all.
+
+    Never raises for what the suite or the model does (see the module docstring); only bad arguments raise
+    ``ValueError``. A sample that failed (endpoint error, or an exception in the suite's code) is listed in
+    ``failures`` and not recorded, so a rerun retries it.
 
     Args:
         suite: the benchmark.
@@ -135,36 +163,68 @@ def run_suite(
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit}")
     sampling = sampling or suite.default_sampling
-    items = suite.load(data_dir)[:limit]
     out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        items = suite.load(data_dir)[:limit]
+    except Exception as exc:  # noqa: BLE001 (a suite that cannot load is reported, not raised)
+        log.debug("suite %s failed to load", suite.name, exc_info=True)
+        _close(suite, [])
+        return SuiteRun(suite, sampling, [], [], {}, error=_describe(exc))
     store = ResultStore(out_dir / f"{suite.name}.jsonl")
     wanted = {(item.id, k) for item in items for k in range(sampling.n_samples)}
     resumed = len(wanted & store.records.keys())
     pending = [(item, k) for item in items for k in range(sampling.n_samples) if (item.id, k) not in store.records]
     bar = _Progress(suite.name, len(wanted), resumed, progress)
     failures: list[str] = []
+    failures_lock = threading.Lock()
 
-    def one(item: Item, sample: int) -> SampleRecord:
-        return suite.run_sample(client, item, sample, sampling)
+    def fail(key: tuple[str, int], why: str) -> None:
+        with failures_lock:
+            if len(failures) < MAX_FAILURES:
+                failures.append(f"{key}: {why}")
+        bar.tick(failed=True)
 
+    def one(item: Item, sample: int) -> None:
+        """Play, score and store one sample; every exception becomes a failure of this sample."""
+        key = (item.id, sample)
+        try:
+            record = suite.run_sample(client, item, sample, sampling)
+        except ChatError as exc:
+            fail(key, str(exc))
+            return
+        except Exception as exc:  # noqa: BLE001 (a bug or a broken item must not end the run)
+            log.debug("sample %s of %s raised", key, suite.name, exc_info=True)
+            fail(key, _describe(exc))
+            return
+        store.add(record)
+        bar.tick()
+        if on_record is not None:
+            on_record(record)
+
+    interrupted: str | None = None
+    pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=f"eval-{suite.name}")
     try:
-        with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=f"eval-{suite.name}") as pool:
-            futures = {pool.submit(one, item, k): (item.id, k) for item, k in pending}
-            for future in as_completed(futures):
-                try:
-                    record = future.result()
-                except ChatError as exc:
-                    failures.append(f"{futures[future]}: {exc}")
-                    bar.tick(failed=True)
-                    continue
-                store.add(record)
-                bar.tick()
-                if on_record is not None:
-                    on_record(record)
+        futures: list[Future[None]] = [pool.submit(one, item, k) for item, k in pending]
+        wait(futures)
+    except (KeyboardInterrupt, SystemExit) as exc:  # stop starting samples; keep the ones finishing now
+        interrupted = type(exc).__name__ if isinstance(exc, KeyboardInterrupt) else f"SystemExit({exc.code})"
     finally:
-        suite.close()
+        pool.shutdown(wait=True, cancel_futures=True)
+    _close(suite, failures)
     bar.tick(final=True)
     order = {item.id: i for i, item in enumerate(items)}
     mine = [r for key, r in store.records.items() if key in wanted]
     records = sorted(mine, key=lambda r: (order[r.item_id], r.sample))
-    return SuiteRun(suite, sampling, items, records, suite.aggregate(records), failures, resumed)
+    try:
+        scores = suite.aggregate(records)
+    except Exception as exc:  # noqa: BLE001
+        failures.append(f"aggregate: {_describe(exc)}")
+        scores = {}
+    return SuiteRun(suite, sampling, items, records, scores, failures, resumed, interrupted=interrupted)
+
+
+def _close(suite: Suite, failures: list[str]) -> None:
+    try:
+        suite.close()
+    except Exception as exc:  # noqa: BLE001
+        failures.append(f"close: {_describe(exc)}")
