@@ -30,7 +30,7 @@ class GuessEnv:
     def reset(self, seed=None):{reset_prefix}
         self.rng = random.Random({rng_seed})
         self.secret = self.rng.randint(100, 999)
-        return f"Guess the 3-digit number. Reply guess N. ({{self.secret % 2}})", {{}}
+        return f"Case {{self.secret * 7919 % 10007}}: guess the 3-digit number. Reply guess N.", {{}}
 
     def step(self, action):
         if action.strip() == f"guess {{self.secret}}":
