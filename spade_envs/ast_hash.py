@@ -6,12 +6,16 @@ Those copies teach nothing new, so the memory deduplicates them by this hash ins
 Normal form (then the sha256 of ``ast.dump`` without positions):
 
 - comments and formatting vanish with parsing; every statement that is only a string constant (docstrings and
-  "comment strings") is removed, an emptied body becoming ``pass``;
+  "comment strings") is removed, an emptied body becoming ``pass`` -- unless the code reads docstrings
+  (``__doc__``, ``getdoc``), because then their text is part of what the env does (a game that shows
+  ``self.__doc__`` as its rules);
 - inside each function and lambda, its arguments and the names it binds (assignment, ``for``/``with``/``except``
   targets, comprehension targets, walrus, ``match`` captures, ``del``) are renamed ``_v0``, ``_v1``, ... in order of
   first appearance (arguments in signature order, then depth-first source order), with one counter for the whole
   module so that names in different functions never collide; references from nested functions follow the
-  rename; ``global`` names are kept;
+  rename; ``global`` names are kept. An argument keeps its name when a call anywhere in the module passes that
+  name as a keyword (``pay(a=5, b=3)`` binds by name, so ``def pay(a, b)`` and ``def pay(b, a)`` differ) and
+  in ``tool_*`` methods (the agent calls tools by parameter name);
 - everything else is kept: module- and class-level names, function, class and method names, attribute names,
   keyword-argument names at call sites, imports, constants and annotations.
 
@@ -35,10 +39,23 @@ def normalized_ast_hash(source: str) -> str:
     except (SyntaxError, ValueError):  # ValueError: null bytes
         text = "\n".join(line.strip() for line in source.splitlines() if line.strip())
         return hashlib.sha256(b"text\0" + text.encode("utf-8", "surrogatepass")).hexdigest()
-    _strip_string_statements(tree)
-    tree = _Renamer().visit(tree)
+    if not _reads_docstrings(tree):
+        _strip_string_statements(tree)
+    keywords = {node.arg for node in ast.walk(tree) if isinstance(node, ast.keyword) and node.arg}
+    tree = _Renamer(keywords).visit(tree)
     dump = ast.dump(tree, annotate_fields=False, include_attributes=False)
     return hashlib.sha256(b"ast\0" + dump.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _reads_docstrings(tree: ast.AST) -> bool:
+    """Whether the code may read docstrings: ``__doc__`` (name, attribute or string) or ``getdoc``."""
+    for node in ast.walk(tree):
+        name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+        if name in ("__doc__", "getdoc"):
+            return True
+        if isinstance(node, ast.Constant) and node.value == "__doc__":
+            return True
+    return False
 
 
 def _strip_string_statements(tree: ast.AST) -> None:
@@ -86,9 +103,10 @@ def _bound_names(nodes: list[ast.AST]) -> tuple[list[str], set[str], set[str]]:
 class _Renamer(ast.NodeTransformer):
     """Renames function-local names; a scope is ``(is_class, old -> new)``, innermost last."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep: set[str] | None = None) -> None:
         self.scopes: list[tuple[bool, dict[str, str]]] = []
         self.counter = 0
+        self.keep = keep or set()  # argument names some call passes by keyword
 
     def _lookup(self, name: str) -> str:
         for depth, (is_class, mapping) in enumerate(reversed(self.scopes)):
@@ -98,15 +116,18 @@ class _Renamer(ast.NodeTransformer):
                 return mapping[name]
         return name
 
-    def _function_scope(self, args: ast.arguments | None, body: list[ast.AST]) -> dict[str, str]:
+    def _function_scope(
+        self, args: ast.arguments | None, body: list[ast.AST], keep_all: bool = False
+    ) -> dict[str, str]:
         params = []
         if args is not None:
             every = [*args.posonlyargs, *args.args, args.vararg, *args.kwonlyargs, args.kwarg]
             params = [a.arg for a in every if a is not None]
         bound, globals_, nonlocals = _bound_names(body)
         mapping = {name: name for name in globals_}
+        mapping |= {name: name for name in params if keep_all or name in self.keep}
         for name in dict.fromkeys([*params, *bound]):
-            if name not in globals_ and name not in nonlocals:
+            if name not in mapping and name not in nonlocals:
                 mapping[name] = f"_v{self.counter}"
                 self.counter += 1
         return mapping
@@ -129,7 +150,7 @@ class _Renamer(ast.NodeTransformer):
         self._visit_arguments_outside(node.args)
         if node.returns is not None:
             node.returns = self.visit(node.returns)
-        mapping = self._function_scope(node.args, node.body)
+        mapping = self._function_scope(node.args, node.body, keep_all=node.name.startswith("tool_"))
         self._rename_args(node.args, mapping)
         self.scopes.append((False, mapping))
         node.body = [self.visit(s) for s in node.body]

@@ -92,27 +92,39 @@ class EnvMemory:
 
     # ----- mutation ----------------------------------------------------------------------------------------
     def add(self, record: MemoryRecord) -> bool:
-        """Insert ``record``; ``False`` if it duplicates a stored env (same AST hash), whose stats are updated.
+        """Insert ``record``; ``False`` when it is not stored as a new record.
 
-        A duplicate keeps the stored env's id; a played duplicate (``plays > 0``) replaces its win rate and regret
-        (the latest measurement of the current agent counts), adds its plays and takes its status. At capacity the
-        least useful record is evicted first: lowest score (unplayable records first), then least recently
-        played, then oldest.
+        A duplicate of a stored env (same AST hash) keeps the stored env's id; a played duplicate (``plays > 0``)
+        replaces its win rate and regret (the latest measurement of the current agent counts), adds its plays and
+        takes its status -- except that a duplicate with an env-failure status never overwrites a playable stored
+        record (one failed re-measurement of code that played fine says more about that run than about the code;
+        the designer sample was charged its penalty anyway). At capacity the least useful record is evicted:
+        lowest score (unplayable records first), then least recently played, then oldest -- the incoming record
+        included, so a record that would be evicted first is not stored at all and evicts nothing.
         """
         if record.env_id in self._slot:
             raise ValueError(f"env {record.env_id!r} is already in memory; use update_stats to re-score it")
         slot = self._hash_slot.get(record.ast_hash)
         if slot is not None:
             old = self._records[slot]
+            if old.playable and not record.playable:
+                return False
             stats = {"win_rate": record.win_rate, "regret": record.regret} if record.plays else {}
             last = max(old.last_played_step, record.last_played_step)
             self._set(slot, replace(old, **stats, plays=old.plays + record.plays, last_played_step=last,
                                     status=record.status))  # fmt: skip
             return False
         if len(self._records) >= self.config.capacity:
-            self._remove(self._eviction_slot())
+            victim = self._eviction_slot()
+            if self._eviction_key(record) < self._eviction_key(self._records[victim]):
+                return False
+            self._remove(victim)
         self._append(record)
         return True
+
+    def _eviction_key(self, r: MemoryRecord) -> tuple[float, int, int]:
+        """Eviction order of a record: lowest first (ties among stored records fall back to the lower slot)."""
+        return (self._score(r), r.last_played_step, r.created_step or 0)
 
     def update_stats(
         self, env_id: str, win_rate: float, regret: float | None, plays: int, step: int, status: str | None = None

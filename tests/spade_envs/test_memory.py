@@ -426,3 +426,54 @@ def test_incremental_rank_order_matches_a_rebuild(tmp_path):
     restored = EnvMemory.load(tmp_path / "m.jsonl")
     assert np.array_equal(restored._ranked(), order)
     assert np.array_equal(restored._h, memory._h)
+
+
+# ----- regressions: dedup that merged different envs, failed duplicates, eviction order, snippets ------------
+
+
+def test_hash_keeps_argument_names_that_calls_bind_by_keyword():
+    a = "class PayEnv:\n    def pay(self, a, b):\n        return a - b\n    def solution(self):\n" \
+        "        return [str(self.pay(a=5, b=3))]\n"  # fmt: skip
+    swapped = a.replace("def pay(self, a, b):\n        return a - b", "def pay(self, b, a):\n        return b - a")
+    assert normalized_ast_hash(a) != normalized_ast_hash(swapped)
+    tool = "class T:\n    def tool_get(self, order_id: str) -> str:\n        return order_id\n"
+    assert normalized_ast_hash(tool) != normalized_ast_hash(tool.replace("order_id", "oid"))
+
+
+def test_hash_keeps_docstrings_the_code_reads():
+    reads = 'class RulesEnv:\n    """Reach 10 to win."""\n    def reset(self, seed=None):\n'
+    reads += "        return self.__doc__, {}\n"
+    assert normalized_ast_hash(reads) != normalized_ast_hash(reads.replace("Reach 10", "Reach 99"))
+    ignores = reads.replace("self.__doc__", "'rules'")
+    assert normalized_ast_hash(ignores) == normalized_ast_hash(ignores.replace("Reach 10", "Reach 99"))
+
+
+def test_a_failed_duplicate_never_overwrites_a_playable_record():
+    memory = EnvMemory()
+    memory.add(rec(0, win=0.5, regret=0.4, step=1))
+    copy = EnvSpec("copy", "games", "logical_deduction", "# re-emitted\n" + spec(0).source)
+    failed = MemoryRecord(copy, win_rate=0.0, regret=0.0, plays=0, last_played_step=2, status="timeout")
+    assert not memory.add(failed)
+    kept = memory.get("env0")
+    assert (kept.win_rate, kept.regret, kept.status, kept.playable) == (0.5, 0.4, "ok", True)
+    assert len(memory.sample_replay(1, 3, np.random.default_rng(0))) == 1
+
+
+def test_an_incoming_record_that_would_be_evicted_first_evicts_nothing():
+    memory = EnvMemory(MemoryConfig(capacity=2))
+    memory.add(rec(0, win=0.5, regret=0.3))
+    memory.add(rec(1, win=0.5, regret=0.1))
+    assert not memory.add(replace(rec(2, win=0.0, regret=0.0), status="crashed"))
+    assert sorted(r.env_id for r in memory) == ["env0", "env1"]
+    assert memory.add(rec(3, win=0.5, regret=0.9))  # a better one still replaces the worst
+    assert sorted(r.env_id for r in memory) == ["env0", "env3"]
+
+
+def test_exemplar_snippet_is_bounded_without_line_breaks():
+    from spade_envs.designer import exemplar_snippet
+
+    one_line = "WORDS = [" + ", ".join(f'"w{i}"' for i in range(3000)) + "]\n" + "class WordEnv:\n    pass\n"
+    assert len(exemplar_snippet(one_line)) == 2000
+    lines = "x = 1\n" * 1000
+    assert exemplar_snippet(lines).endswith("x = 1") and len(exemplar_snippet(lines)) < 2000
+    assert exemplar_snippet("short") == "short"
