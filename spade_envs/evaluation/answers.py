@@ -81,13 +81,15 @@ class MathVerdict:
     timed_out: bool = False
 
 
-def math_check(response: str, gold: str, timeout_s: float = MATH_TIMEOUT_S) -> MathVerdict:
+def math_check(response: str, gold: str, timeout_s: float | None = None) -> MathVerdict:
     r"""Whether the last ``\boxed{}`` of ``response``'s visible text equals ``gold`` under math-verify.
 
     The gold answer is parsed as ``$gold$`` so that a bare ``204`` or ``\frac{1}{2}`` parses as math. A response
     without a complete box is wrong (a response cut off at the token limit has no final answer). A comparison that
-    overruns ``timeout_s`` is killed, logged and counted wrong. An unparseable gold answer raises ``ValueError``.
+    overruns ``timeout_s`` (default :data:`MATH_TIMEOUT_S`) is killed, logged and counted wrong. An unparseable
+    gold answer raises ``ValueError``.
     """
+    timeout_s = MATH_TIMEOUT_S if timeout_s is None else timeout_s
     _math_verify()  # a missing package is the caller's error, not a wrong answer
     boxed = last_boxed(split_thinking(response)[0])
     if boxed is None:

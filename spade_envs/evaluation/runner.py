@@ -204,8 +204,9 @@ def run_suite(
     interrupted: str | None = None
     pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=f"eval-{suite.name}")
     try:
-        futures: list[Future[None]] = [pool.submit(one, item, k) for item, k in pending]
-        wait(futures)
+        waiting: set[Future[None]] = {pool.submit(one, item, k) for item, k in pending}
+        while waiting:  # short waits: a signal handler (Ctrl-C) runs only when the main thread wakes up
+            waiting = wait(waiting, timeout=0.5).not_done
     except (KeyboardInterrupt, SystemExit) as exc:  # stop starting samples; keep the ones finishing now
         interrupted = type(exc).__name__ if isinstance(exc, KeyboardInterrupt) else f"SystemExit({exc.code})"
     finally:

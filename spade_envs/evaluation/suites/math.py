@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from spade_envs.evaluation.answers import choice_letter, math_equal
+from spade_envs.evaluation.answers import choice_letter, math_check
 from spade_envs.evaluation.records import Item, SampleRecord, Sampling
 from spade_envs.evaluation.suite import Suite
 from spade_envs.evaluation.suites.files import find_data_file, pick, read_rows
@@ -62,8 +62,9 @@ class AimeSuite(Suite):
             [{"role": "user", "content": item.prompt}],
             temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens,
         ).text  # fmt: skip
-        correct, pred = math_equal(text, item.answer)
-        return self.record(item, sample, float(correct), pred, text)
+        verdict = math_check(text, item.answer)
+        detail = {"scorer_timeout": 1} if verdict.timed_out else {}
+        return self.record(item, sample, float(verdict.correct), verdict.pred, text, **detail)
 
 
 class GpqaDiamondSuite(Suite):

@@ -1,0 +1,131 @@
+"""A run always ends with a report: broken tasks, hanging scorers, raising suites and Ctrl-C are marked, not fatal."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from eval_oracle import ACEBENCH, BFCL_IDS, DATA, RG_TASKS, Oracle
+
+from spade_envs.evaluation import SUITES, Sampling, answers, run_suite
+from spade_envs.evaluation.cli import main
+from spade_envs.evaluation.scorer_pool import ScorerPool, ScorerRaised, ScorerTimeout
+from spade_envs.evaluation.suites.bfcl import BfclMultiTurnSuite
+from spade_envs.evaluation.suites.math import AimeSuite
+from spade_envs.evaluation.suites.reasoning_gym import ReasoningGymSuite
+from spade_envs.llm import ChatClient
+
+HANG = r"\boxed{70^{70^{70}}}"  # math-verify would compute a number with ~10^129 digits
+
+
+def test_pool_kills_a_call_that_holds_the_gil_and_keeps_serving():
+    pool = ScorerPool(size=1)
+    try:
+        with pytest.raises(ScorerTimeout):
+            pool.call(pow, 10, 10**12, timeout_s=1.0)  # a huge power in C: no signal can interrupt it
+        with pytest.raises(ScorerTimeout):
+            pool.call(time.sleep, 60, timeout_s=0.5)
+        assert pool.call(math.factorial, 5, timeout_s=30.0) == 120  # a fresh process took over
+        with pytest.raises(ScorerRaised, match="ValueError"):
+            pool.call(math.factorial, -1, timeout_s=30.0)
+        assert pool.timeouts == 2
+    finally:
+        pool.shutdown()
+
+
+@pytest.fixture
+def broken_registry(monkeypatch):
+    """The small test suites, with a Reasoning-Gym task that generates at no level (knight_swap in 0.1.25)."""
+    for group, tasks in RG_TASKS.items():
+        extra = ["knight_swap"] if group == "rg_cognition" else []
+        monkeypatch.setitem(SUITES, group, lambda _options, g=group, t=tasks + extra: ReasoningGymSuite(g, tasks=t))
+    monkeypatch.setitem(SUITES, "bfcl_multi_turn", lambda _options: BfclMultiTurnSuite(BFCL_IDS))
+    monkeypatch.setattr(answers, "MATH_TIMEOUT_S", 2.0)  # below math-verify's own 5 s alarms: the kill path
+
+
+class HangingOracle(Oracle):
+    """The oracle, except that the first AIME-25 problem gets an answer whose scoring never ends."""
+
+    def __init__(self, hang_prompt: str) -> None:
+        super().__init__(rg_samples=2)
+        self.hang_prompt = hang_prompt
+
+    def __call__(self, body):
+        if body["messages"][0]["content"] == self.hang_prompt:
+            return {"content": f"After long work: {HANG}"}
+        if "knight" in body["messages"][0]["content"].lower():
+            raise AssertionError("knight_swap never generates, so it is never asked")
+        return super().__call__(body)
+
+
+def test_suite_all_with_a_broken_task_and_a_hanging_scorer_ends_with_a_report(stub_openai, broken_registry,
+                                                                              tmp_path, capsys):  # fmt: skip
+    hang_prompt = AimeSuite(2025).load(DATA)[0].prompt
+    server = stub_openai(HangingOracle(hang_prompt))
+    out = tmp_path / "all"
+    argv = ["--base-url", server.base_url, "--model", "m", "--suite", "all", "--out", str(out), "--data-dir",
+            str(DATA), "--acebench-root", str(ACEBENCH), "--samples", "2", "--quiet"]  # fmt: skip
+    assert main(argv) == 1  # a task failed: not a clean run, but a finished one
+    table = capsys.readouterr().out
+    results = json.loads((out / "results.json").read_text())
+    assert set(results["suites"]) == set(SUITES) and not results["not_run"]
+    cognition = results["suites"]["rg_cognition"]
+    assert not cognition["complete"] and cognition["failed_samples"] == 2
+    assert all("knight_swap" in f and "generates at no curriculum level" in f for f in cognition["failures"])
+    assert cognition["scores"]["score"] == 1.0 and cognition["samples"] == 4  # the other tasks still ran
+    assert "knight_swap" in cognition["provenance"]["failed_tasks"]
+    aime = results["suites"]["aime25"]
+    assert aime["complete"] and aime["scorer_timeouts"] == 2 and aime["samples"] == 6
+    assert aime["scores"]["score"] == pytest.approx(4 / 6)  # the hanging answers count as wrong
+    hung = [json.loads(line) for line in (out / "aime25.jsonl").read_text().splitlines()]
+    assert sorted(r["detail"].get("scorer_timeout", 0) for r in hung) == [0, 0, 0, 0, 1, 1]
+    others = [name for name in SUITES if name not in ("rg_cognition", "aime25")]
+    assert all(results["suites"][name]["complete"] for name in others)
+    assert "| rg_cognition " in table and "incomplete (2 failed)" in table and "ok (2 scorer timeouts)" in table
+    assert (out / "results.md").read_text().startswith("# spade-eval results")
+
+
+class ExplodingSuite(AimeSuite):
+    """An AIME suite whose scoring code has a bug on one item: that item fails, the others are scored."""
+
+    def run_sample(self, client, item, sample, sampling):
+        if item.id.endswith("-1"):
+            raise KeyError("a bug in the suite")
+        return super().run_sample(client, item, sample, sampling)
+
+
+def test_a_raising_sample_is_a_failure_of_that_item_only(stub_openai, tmp_path):
+    client = ChatClient(stub_openai(Oracle()).base_url, "m", max_retries=0)
+    run = run_suite(ExplodingSuite(2025), client, tmp_path, data_dir=DATA,
+                    sampling=Sampling(n_samples=2, max_tokens=64), progress=None)  # fmt: skip
+    assert not run.complete and len(run.failures) == 2 and all("KeyError" in f for f in run.failures)
+    assert len(run.records) == 4 and run.scores["score"] == 1.0
+
+
+def test_a_suite_that_cannot_load_is_reported_not_raised(stub_openai, tmp_path):
+    client = ChatClient(stub_openai(Oracle()).base_url, "m", max_retries=0)
+    run = run_suite(AimeSuite(2025), client, tmp_path, data_dir=tmp_path, progress=None)
+    assert run.error is not None and "aime25.jsonl" in run.error and not run.complete and run.records == []
+
+
+def test_ctrl_c_keeps_the_samples_that_finish_in_flight(stub_openai, tmp_path: Path):
+    server = stub_openai(Oracle(delay=0.2))
+    client = ChatClient(server.base_url, "m", max_retries=0)
+    seen = []
+
+    def interrupt(record):
+        seen.append(record)
+        if len(seen) == 2:
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C reaches the main thread while 4 samples are in flight
+
+    run = run_suite(AimeSuite(2025), client, tmp_path, data_dir=DATA, sampling=Sampling(n_samples=20, max_tokens=64),
+                    concurrency=4, progress=None, on_record=interrupt)  # fmt: skip
+    assert run.interrupted == "KeyboardInterrupt" and not run.complete
+    lines = (tmp_path / "aime25.jsonl").read_text().splitlines()
+    assert len(lines) == len(run.records) == len(server.requests)  # every answered sample was kept
+    assert 2 < len(run.records) < 60
