@@ -81,3 +81,48 @@ def test_no_automatic_repair():
 def test_split_thinking_is_case_insensitive(tag):
     visible, thinking = split_thinking(f"a{tag}b</think>c")
     assert (visible, thinking) == ("ac", "b")
+
+
+# ----- regressions: think tags that are code, and fence shapes models write ---------------------------------
+
+TAG_CODE = [
+    'import re\nclass TagEnv:\n    def clean(self, t):\n        return re.sub(r"<think>.*?</think>", "", t)\n',
+    'class TagEnv:\n    def clean(self, t):\n        return t.split("<think>")[0]\n',
+    'class TagEnv:\n    def clean(self, t):\n        return t.split("</think>")[-1]\n',
+]
+
+
+@pytest.mark.parametrize("code", TAG_CODE)
+@pytest.mark.parametrize("prefix", ["", "<think>\nplan...\n</think>\n", "plan...\n</think>\n"])
+def test_think_tags_inside_a_visible_code_block_are_code(code, prefix):
+    assert extract_code(prefix + "Here is the env:\n" + block(code)) == CodeExtraction(code, "python block")
+
+
+def test_prose_that_mentions_an_open_think_tag_hides_nothing():
+    assert extract_code("The agent may use <think> tags.\n" + block(ENV)).code == ENV
+
+
+def test_the_last_block_that_defines_an_env_wins_over_a_later_usage_example():
+    usage = "env = TideEnv()\nenv.reset(0)\n"
+    assert extract_code(block(ENV) + "Usage:\n" + block(usage)).code == ENV
+    assert extract_code(block("env.step('x')\n") + "Final:\n" + block(ENV, "")).code == ENV
+    assert extract_code(block(usage)).code == usage  # no env anywhere: the last python block (fails validation)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        block(ENV, "python:env.py"),
+        block(ENV, "{.python}"),
+        block(ENV, "python", fence="~~~"),
+        "1. Code:\n    ```python\n" + "".join("    " + line + "\n" for line in ENV.splitlines()) + "    ```\n",
+        "```python\n" + ENV + "``` that is all\n",
+    ],
+)
+def test_fence_shapes(text):
+    assert extract_code(text).code == ENV
+
+
+def test_a_fence_line_inside_a_string_does_not_end_the_block():
+    code = "class TideEnv:\n    RULES = '''\n```\nexample\n```\n'''\n    max_turns = 5\n"
+    assert extract_code(block(code)).code == code
