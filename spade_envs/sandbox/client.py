@@ -1,46 +1,62 @@
 """Environments running in a sandbox worker: a synchronous proxy, a gymnasium env and an asyncio client.
 
 All three speak the contract of :mod:`spade_envs.contract`; faults of the environment surface as
-:mod:`~spade_envs.sandbox.errors` exceptions, never as agent rewards.
+:mod:`~spade_envs.sandbox.errors` exceptions, never as agent rewards. Every result was checked by the worker and
+again on the host (:mod:`~spade_envs.sandbox.replies`); the worker and its pool slot are released on every path.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from spade_envs.contract import StepResult
 from spade_envs.gym_adapter import TextEnv
-from spade_envs.sandbox.errors import ProtocolViolation
-from spade_envs.sandbox.pool import WorkerPool
+from spade_envs.sandbox.errors import OutputTooLarge
+from spade_envs.sandbox.pool import WorkerPool, shielded
 from spade_envs.sandbox.process import Worker
-from spade_envs.sandbox.protocol import check_step_result
 
 __all__ = ["AsyncSandboxEnv", "RemoteEnv", "SandboxedEnv"]
 
 
 class RemoteEnv:
-    """The contract's methods, forwarded to a worker that loaded ``source``. Not thread-safe; one episode."""
+    """The contract's methods, forwarded to a worker that loaded ``source``. Not thread-safe; one episode.
 
-    def __init__(self, source: str, pool: WorkerPool, filename: str = "<env>") -> None:
+    ``worker``: one already acquired from ``pool`` (the asyncio client acquires it without holding a thread);
+    by default one is acquired here. Either way it is released if loading the env fails.
+    """
+
+    def __init__(self, source: str, pool: WorkerPool, filename: str = "<env>", worker: Worker | None = None) -> None:
         self.pool = pool
-        self.worker: Worker = pool.acquire()
+        self.worker: Worker = worker if worker is not None else pool.acquire()
+        self._observed = 0  # observation characters returned since the last reset
         try:
             meta = self.worker.call("init", timeout=pool.config.start_timeout_s, source=source, filename=filename)
+            self.class_name: str = meta["class_name"]
+            self.setting: str = meta["setting"]
+            self.max_turns: int = meta["max_turns"]
         except BaseException:
             pool.release(self.worker)
             raise
-        self.class_name: str = meta["class_name"]
-        self.setting: str = meta["setting"]
-        self.max_turns: int = meta["max_turns"]
+
+    def _observe(self, text: str, fresh: bool = False) -> str:
+        """Count what the host keeps of this episode; past ``max_episode_observation_chars`` the episode ends."""
+        self._observed = len(text) + (0 if fresh else self._observed)
+        cap = self.pool.config.max_episode_observation_chars
+        if self._observed > cap:
+            self.worker.kill()
+            raise OutputTooLarge(
+                f"the episode returned {self._observed} observation characters, over the cap of {cap}",
+                code="episode_output_budget",
+            )
+        return text
 
     def reset(self, seed: int | None = None) -> tuple[str, dict[str, Any]]:
         obs, info, max_turns = self.worker.call("reset", seed=seed)
-        if isinstance(max_turns, int) and not isinstance(max_turns, bool) and max_turns > 0:
+        if max_turns is not None:
             self.max_turns = max_turns  # some environments size their turn budget per episode
-        return obs, info
+        return self._observe(obs, fresh=True), info
 
     def step(self, action: str) -> StepResult:
         return self._checked(self.worker.call("step", action=action))
@@ -48,16 +64,12 @@ class RemoteEnv:
     def step_calls(self, calls: list[dict[str, Any]], answer: str | None = None) -> StepResult:
         return self._checked(self.worker.call("step_calls", calls=calls, answer=answer))
 
-    def _checked(self, result: Any) -> StepResult:
-        """The worker already checked this; a reply that fails the host's check means env code subverted it."""
-        try:
-            return check_step_result(result)
-        except ValueError as exc:
-            self.worker.kill()
-            raise ProtocolViolation(f"the worker returned an invalid step result: {exc}") from exc
+    def _checked(self, result: tuple[str, float, bool, bool, dict[str, Any]]) -> StepResult:
+        obs, reward, terminated, truncated, info = result
+        return self._observe(obs), reward, terminated, truncated, info
 
     def call_tool(self, name: str, arguments: Any) -> str:
-        return self.worker.call("call_tool", name=name, arguments=arguments)
+        return self._observe(self.worker.call("call_tool", name=name, arguments=arguments))
 
     def tools(self) -> list[dict[str, Any]]:
         return self.worker.call("tools")
@@ -90,27 +102,31 @@ class SandboxedEnv(TextEnv):
 
 
 class AsyncSandboxEnv:
-    """asyncio client for agent loops: every call runs on a thread of a shared executor, never blocking the loop.
+    """asyncio client for agent loops: every call runs on a thread of the pool's executor, never blocking the loop.
 
-    Create with ``await AsyncSandboxEnv.create(source, pool)``. ``step`` takes what the env's ``step`` takes (the
-    extracted command for games, raw text for tool use).
+    Create with ``await AsyncSandboxEnv.create(source, pool)``. Waiting for a free worker slot holds no thread, so
+    any number of episodes may wait while the live ones keep running. ``step`` takes what the env's ``step``
+    takes (the extracted command for games, raw text for tool use).
     """
 
-    _executors: dict[int, ThreadPoolExecutor] = {}
-
-    def __init__(self, remote: RemoteEnv, executor: ThreadPoolExecutor) -> None:
+    def __init__(self, remote: RemoteEnv, executor: Any) -> None:
         self.remote, self._executor = remote, executor
         self.setting, self.class_name = remote.setting, remote.class_name
 
     @classmethod
-    async def create(cls, source: str, pool: WorkerPool, filename: str = "<env>") -> AsyncSandboxEnv:
-        executor = cls._executors.get(id(pool))
-        if executor is None:
-            executor = ThreadPoolExecutor(max_workers=min(64, pool.config.max_workers), thread_name_prefix="spade-env")
-            cls._executors[id(pool)] = executor
+    async def create(
+        cls, source: str, pool: WorkerPool, filename: str = "<env>", timeout: float | None = None
+    ) -> AsyncSandboxEnv:
+        """Acquire a worker (at most ``timeout`` s of waiting, default ``acquire_timeout_s``) and load ``source``."""
+        worker = await pool.acquire_async(timeout)
         loop = asyncio.get_running_loop()
-        remote = await loop.run_in_executor(executor, functools.partial(RemoteEnv, source, pool, filename))
-        return cls(remote, executor)
+        try:
+            future = loop.run_in_executor(pool.executor, functools.partial(RemoteEnv, source, pool, filename, worker))
+        except BaseException:
+            pool.release(worker)
+            raise
+        remote = await shielded(future, lambda r: r.close())
+        return cls(remote, pool.executor)
 
     @property
     def max_turns(self) -> int:

@@ -32,6 +32,14 @@ class SandboxConfig:
         processes: process/thread limit (RLIMIT_NPROC) for the worker's uid.
         pool_size: pre-started blank workers kept ready, so starting an env costs about a millisecond.
         max_workers: most workers in use at once (plus up to ``pool_size`` ready ones); acquiring more waits.
+        acquire_timeout_s: longest wait for a free worker slot; past it ``SandboxUnavailable`` (``acquire_timeout``).
+            asyncio callers wait without holding a thread.
+        episode_wall_s: wall-clock seconds a worker may spend answering calls over its life (one episode), whether
+            it computes or sleeps; past it the worker is killed (``EnvTimeout``, ``episode_wall_budget``).
+        max_episode_observation_chars: most observation characters (reset, step and tool outputs) one episode may
+            return to the host, counted from each ``reset``; past it ``OutputTooLarge`` (``episode_output_budget``).
+        scratch_mb: total size of a worker's scratch directory (a size-limited tmpfs; see docs/sandbox.md).
+        scratch_files: most files and directories in a worker's scratch (where the host can mount its tmpfs).
         preload_numpy: import numpy in the worker before env code runs (env code may use it).
         reply_spin_us: how long the host busy-polls for a reply before sleeping. Replies usually come within
             tens of microseconds, and waking an idle CPU can cost ~100 us on virtual machines; 0 disables.
@@ -51,6 +59,11 @@ class SandboxConfig:
     processes: int = 64
     pool_size: int = 4
     max_workers: int = 256
+    acquire_timeout_s: float = 900.0
+    episode_wall_s: float = 120.0
+    max_episode_observation_chars: int = 2 << 20
+    scratch_mb: int = 32
+    scratch_files: int = 1024
     preload_numpy: bool = True
     reply_spin_us: int = 100
 
@@ -69,6 +82,8 @@ class SandboxConfig:
         for name in ("pool_size", "reply_spin_us"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.max_episode_observation_chars < self.max_observation_chars:
+            raise ValueError("max_episode_observation_chars must be at least max_observation_chars")
         if self.soft_timeout_s >= self.call_timeout_s:
             raise ValueError(
                 f"soft_timeout_s ({self.soft_timeout_s}) must be below call_timeout_s ({self.call_timeout_s})"

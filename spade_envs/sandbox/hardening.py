@@ -20,6 +20,7 @@ __all__ = [
     "drop_to_uid_keeping_read_search",
     "landlock_abi",
     "load_seccomp",
+    "nproc_counts_per_userns",
     "restrict_filesystem",
     "world_readable",
 ]
@@ -39,6 +40,10 @@ DENIED_SYSCALLS = (
     # worker runs as the owner of host files.
     "chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat", "utime", "utimes",
     "utimensat", "futimesat", "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr",
+    # SysV and POSIX IPC objects outlive their creator and, outside an IPC namespace (Landlock, rlimits), are
+    # visible to the next worker: no env needs them.
+    "shmget", "shmat", "shmdt", "shmctl", "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop", "semtimedop",
+    "semctl", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
 )  # fmt: skip
 
 
@@ -55,6 +60,15 @@ def apply_rlimits(memory_mb: int, cpu_s: int, file_size_mb: int, open_files: int
         limits.append((resource.RLIMIT_NPROC, processes))
     for which, soft, *hard in limits:
         resource.setrlimit(which, (soft, hard[0] if hard else soft))
+
+
+def nproc_counts_per_userns() -> bool:
+    """Whether RLIMIT_NPROC counts per user namespace (Linux >= 5.14), so a sandbox's limit ignores host processes."""
+    try:
+        major, minor = (int(part) for part in os.uname().release.split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) >= (5, 14)
 
 
 def world_readable(path: str) -> bool:

@@ -6,21 +6,28 @@ pool costs about a millisecond. Workers are never reused across environments: ea
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import shutil
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
 from spade_envs.sandbox.config import ISOLATION_LEVELS, SandboxConfig
 from spade_envs.sandbox.errors import SandboxError, SandboxUnavailable
 from spade_envs.sandbox.process import Worker, become_subreaper, reap_orphans
+from spade_envs.sandbox.scratch import sweep_stale
+from spade_envs.sandbox.slots import SlotGate
 
 __all__ = ["WorkerPool", "probe_isolation"]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 _probed: dict[tuple[str, int, bool], str] = {}
 
 
@@ -80,17 +87,20 @@ def _has_worker_children() -> bool:
 class WorkerPool:
     """Pre-started workers at one isolation level, refilled in the background, bounded by ``max_workers``.
 
-    Use as a context manager, or call :meth:`shutdown`; no worker outlives the pool.
+    Threads acquire with :meth:`acquire`, asyncio tasks with :meth:`acquire_async` (they wait for a slot without
+    holding a thread). Use as a context manager, or call :meth:`shutdown`; no worker outlives the pool.
     """
 
     def __init__(self, config: SandboxConfig | None = None) -> None:
         self.config = config or SandboxConfig()
         become_subreaper()
+        sweep_stale()  # scratch dirs of hosts that were killed
         self.level = probe_isolation(self.config)
         self._ready: deque[Worker] = deque()
         self._live: set[Worker] = set()
         self._lock = threading.Lock()
-        self._slots = threading.BoundedSemaphore(self.config.max_workers)
+        self._slots = SlotGate(self.config.max_workers)
+        self._executor: ThreadPoolExecutor | None = None
         self._closed = False
         self._refill_wanted = threading.Event()
         self._refiller = threading.Thread(target=self._refill_loop, name="spade-sandbox-refill", daemon=True)
@@ -103,33 +113,93 @@ class WorkerPool:
         with self._lock:
             return len(self._ready)
 
-    def acquire(self, timeout: float | None = None) -> Worker:
-        """A ready worker (started now if none is waiting). Blocks while ``max_workers`` are live."""
-        if self._closed:
-            raise RuntimeError("the worker pool is shut down")
-        if not self._slots.acquire(timeout=timeout):
-            raise TimeoutError(f"no worker slot free within {timeout} s (max_workers={self.config.max_workers})")
+    @property
+    def live_count(self) -> int:
+        """Workers handed out and not yet released."""
         with self._lock:
-            worker = self._ready.popleft() if self._ready else None
+            return len(self._live)
+
+    @property
+    def waiting_count(self) -> int:
+        """Threads and tasks waiting for a worker slot."""
+        return self._slots.waiting
+
+    @property
+    def executor(self) -> ThreadPoolExecutor:
+        """The pool's threads for asyncio clients, at most ``min(64, max_workers)``.
+
+        Each only ever does bounded work: a worker call has a deadline, and waiting for a slot happens outside them.
+        """
+        with self._lock:
+            if self._executor is None:
+                threads = min(64, self.config.max_workers)
+                self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="spade-env")
+            return self._executor
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SandboxUnavailable("the worker pool is shut down", code="pool_closed")
+
+    def _timed_out(self, timeout: float) -> SandboxUnavailable:
+        return SandboxUnavailable(
+            f"no worker slot free within {timeout:g} s (max_workers={self.config.max_workers})", code="acquire_timeout"
+        )
+
+    def acquire(self, timeout: float | None = None) -> Worker:
+        """A ready worker (started now if none is waiting).
+
+        Waits while ``max_workers`` are live, at most ``timeout`` seconds (default ``acquire_timeout_s``), then
+        raises ``SandboxUnavailable`` with code ``acquire_timeout``.
+        """
+        self._check_open()
+        timeout = self.config.acquire_timeout_s if timeout is None else timeout
+        if not self._slots.take(timeout):
+            raise self._timed_out(timeout)
+        return self._start_in_slot()
+
+    async def acquire_async(self, timeout: float | None = None) -> Worker:
+        """:meth:`acquire` for asyncio: the wait for a slot holds no thread.
+
+        Only starting the worker (bounded by ``start_timeout_s``) runs on :attr:`executor`. A cancelled call leaks
+        neither the slot nor the worker.
+        """
+        self._check_open()
+        timeout = self.config.acquire_timeout_s if timeout is None else timeout
+        if not await self._slots.take_async(timeout):
+            raise self._timed_out(timeout)
         try:
+            future = asyncio.get_running_loop().run_in_executor(self.executor, self._start_in_slot)
+        except BaseException:
+            self._slots.give()
+            raise
+        return await shielded(future, self.release)
+
+    def _start_in_slot(self) -> Worker:
+        """Hand out a worker for a slot the caller holds; the slot is given back if that fails."""
+        try:
+            self._check_open()
+            with self._lock:
+                worker = self._ready.popleft() if self._ready else None
             if worker is None:
                 worker = Worker(self.config, self.level)
+            with self._lock:
+                self._live.add(worker)
         except BaseException:
-            self._slots.release()
+            self._slots.give()
             raise
-        with self._lock:
-            self._live.add(worker)
         self._refill_wanted.set()
         return worker
 
     def release(self, worker: Worker) -> None:
         """Kill a worker handed out by :meth:`acquire` and free its slot (safe to call twice)."""
-        worker.kill()
-        with self._lock:
-            if worker not in self._live:
-                return
-            self._live.discard(worker)
-        self._slots.release()
+        try:
+            worker.kill()
+        finally:
+            with self._lock:
+                was_live = worker in self._live
+                self._live.discard(worker)
+            if was_live:
+                self._slots.give()
 
     def _refill_loop(self) -> None:
         while not self._closed:
@@ -159,8 +229,11 @@ class WorkerPool:
             workers = list(self._ready) + list(self._live)
             self._ready.clear()
             self._live.clear()
+            executor, self._executor = self._executor, None
         for worker in workers:
             worker.kill()
+        if executor is not None:
+            executor.shutdown(wait=False)
         # bubblewrap's inner processes are re-parented to us only as they die: reap until none is left
         deadline = time.monotonic() + 2.0
         while reap_orphans() or (time.monotonic() < deadline and _has_worker_children()):
@@ -171,3 +244,20 @@ class WorkerPool:
 
     def __exit__(self, *_exc: object) -> None:
         self.shutdown()
+
+
+async def shielded(future: asyncio.Future[T], release: Callable[[T], None]) -> T:
+    """Await ``future``, a worker (or an env holding one) being made on a thread.
+
+    If the awaiting task is cancelled meanwhile, what arrives is released instead of leaked.
+    """
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+
+        def _release(done: asyncio.Future[T]) -> None:
+            if not done.cancelled() and done.exception() is None:  # off the event loop: a kill may take a moment
+                threading.Thread(target=release, args=(done.result(),), daemon=True).start()
+
+        future.add_done_callback(_release)
+        raise

@@ -12,11 +12,8 @@ import itertools
 import json
 import os
 import select
-import shutil
 import signal
 import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -30,13 +27,17 @@ from spade_envs.sandbox.errors import (
     OutputTooLarge,
     ProtocolViolation,
     SandboxError,
+    SandboxUnavailable,
 )
+from spade_envs.sandbox.launch import ROOT, bwrap_prefix, python_command, read_only_paths, site_packages, spawn
+from spade_envs.sandbox.replies import MAX_DEPTH, BadReply, check_json, check_result
+from spade_envs.sandbox.scratch import Scratch
 
 __all__ = ["Worker", "become_subreaper", "reap_orphans"]
 
-_ROOT = str(Path(__file__).resolve().parents[2])
-_PACKAGE = str(Path(__file__).resolve().parents[1])
-_WORKER = str(Path(__file__).resolve().with_name("worker.py"))
+# Kept for callers and tests that imported them from here.
+_read_only_paths = read_only_paths
+_bwrap_prefix = bwrap_prefix
 _uids = itertools.count(os.getpid() % 1000 * 1000)
 _BASE_UID = 200_000
 
@@ -64,54 +65,53 @@ def reap_orphans() -> int:
     return reaped
 
 
-def _read_only_paths() -> list[str]:
-    # The package itself, not the repository around it (which may hold a developer's secrets).
-    paths = {"/usr", "/etc/ld.so.cache", "/etc/alternatives", "/etc/localtime", _PACKAGE}
-    paths |= {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
-    paths |= {p for p in sys.path if p and os.path.isdir(p) and not p.startswith(_ROOT)}
-    return sorted(p for p in paths if os.path.exists(p))
-
-
-def _bwrap_prefix(scratch: str) -> list[str]:
-    # No tmpfs at /tmp: it would hide binds of paths under /tmp (a checkout, a venv, the scratch dir) mounted before
-    # it, or let env code write beside them if mounted first. TMPDIR points at scratch instead (worker.py).
-    args = ["bwrap", "--unshare-all", "--die-with-parent", "--cap-drop", "ALL", "--clearenv"]
-    for link in ("/lib", "/lib64", "/bin", "/sbin"):
-        if os.path.islink(link):
-            args += ["--symlink", os.readlink(link), link]
-        elif os.path.isdir(link):
-            args += ["--ro-bind", link, link]
-    paths = _read_only_paths()
-    for path in paths:  # a path inside another bound path is already visible
-        if not any(path != other and path.startswith(other.rstrip("/") + "/") for other in paths):
-            args += ["--ro-bind", path, path]
-    args += ["--bind", scratch, scratch, "--proc", "/proc", "--dev", "/dev"]
-    # The sandbox's own root (a tmpfs holding the mount points) becomes read-only too: only scratch is writable.
-    return args + ["--remount-ro", "/", "--chdir", scratch, "--uid", "65534", "--gid", "65534", "--"]
-
-
 class Worker:
-    """One worker process, started at ``level`` and ready for ``call``; use once, then :meth:`kill`."""
+    """One worker process, started at ``level`` and ready for ``call``; use once, then :meth:`kill`.
+
+    Every path out of the constructor and of :meth:`call` either returns a checked result or raises a typed
+    :class:`SandboxError`; on any failure but an env exception or a soft timeout the worker is killed, and a
+    killed worker leaves no process, pipe or scratch file behind.
+    """
 
     def __init__(self, config: SandboxConfig, level: str) -> None:
         self.config, self.level = config, level
-        self.scratch = tempfile.mkdtemp(prefix="spade-env-")
+        self.dead = False
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.busy_s = 0.0  # wall time spent in calls: the episode's budget is config.episode_wall_s
         self._seq = 0
         self._buffer = b""
-        self.dead = False
+        self._fds: list[int] = []
+        try:
+            self._scratch = Scratch(config.scratch_mb, config.scratch_files)
+        except OSError as exc:
+            raise SandboxUnavailable(f"could not create a scratch dir: {exc}", code="spawn_failed") from exc
+        self.scratch = self._scratch.path
+        try:
+            self._start()
+        except BaseException:
+            self.kill()  # a worker that could not start or harden itself must not linger
+            raise
+
+    def _start(self) -> None:
+        config, level = self.config, self.level
         req_r, self._req_w = os.pipe()
         self._resp_r, resp_w = os.pipe()
+        self._fds = [self._req_w, self._resp_r]
+        os.set_blocking(self._req_w, False)  # writes get a deadline too: a worker may stop reading
         self._poller = select.poll()  # not select.select: that fails on descriptors >= 1024
         self._poller.register(self._resp_r, select.POLLIN)
-        uid = _BASE_UID + next(_uids) % 100_000
+        self._write_poller = select.poll()
+        self._write_poller.register(self._req_w, select.POLLOUT)
         worker_cfg = {
             "rfd": req_r,
             "wfd": resp_w,
             "level": level,
-            "root": _ROOT,
+            "root": ROOT,
             "scratch": self.scratch,
-            "uid": uid,
-            "read_only": _read_only_paths(),
+            "uid": _BASE_UID + next(_uids) % 100_000,
+            "host_pid": None if level == "bwrap" else os.getpid(),  # inside bwrap the parent is bwrap itself
+            "read_only": read_only_paths(),
+            "site_packages": site_packages(),
             "soft_timeout_s": config.soft_timeout_s,
             "max_request_bytes": config.max_request_bytes,
             "max_observation_chars": config.max_observation_chars,
@@ -120,76 +120,125 @@ class Worker:
                        "file_size_mb": config.file_size_mb, "open_files": config.open_files,
                        "processes": config.processes},
         }  # fmt: skip
-        cmd = [sys.executable, "-I", _WORKER, json.dumps(worker_cfg)]
-        if level == "bwrap":
-            cmd = _bwrap_prefix(self.scratch) + cmd
+        cmd, env = python_command(json.dumps(worker_cfg))
+        if level == "bwrap":  # bwrap starts with an empty environment (/proc/1/environ shows it) and sets the child's
+            cmd, env = bwrap_prefix(self.scratch, self._scratch.mounted, config.scratch_mb) + cmd, {}
         try:
-            self.proc = subprocess.Popen(
+            self.proc = spawn(
                 cmd, pass_fds=(req_r, resp_w), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, start_new_session=True, env={}, close_fds=True,
+                stderr=subprocess.DEVNULL, start_new_session=True, env=env, close_fds=True,
             )  # fmt: skip
+        except OSError as exc:
+            raise SandboxUnavailable(f"could not start a worker: {exc}", code="spawn_failed") from exc
         finally:
             os.close(req_r)
             os.close(resp_w)
         self.started = time.monotonic()
-        try:
-            self.info = self._read_reply(0, config.start_timeout_s, "start")
-        except SandboxError:
-            self.kill()  # a worker that could not harden itself must not linger
-            raise
+        info = self._read_reply(0, self.started + config.start_timeout_s, "start", "start_timeout")
+        if not (isinstance(info, dict) and isinstance(info.get("pid"), int) and info.get("level") == level):
+            self._fail(ProtocolViolation("the worker's start-up message is malformed", code="invalid_result"))
+        self.info = info
 
     # -- calls ----------------------------------------------------------------------------------------------------
     def call(self, op: str, timeout: float | None = None, **payload: Any) -> Any:
-        """Send one request and return its result, or raise a typed :class:`SandboxError`.
+        """Send one request and return its checked result, or raise a typed :class:`SandboxError`.
 
-        After an error the worker is dead, unless the error is :class:`EnvRaised` or a soft :class:`EnvTimeout`.
+        After an error the worker is dead, unless the error is :class:`EnvRaised`, a soft :class:`EnvTimeout` or an
+        :class:`OutputTooLarge` for one string. The call's deadline is ``timeout`` (default ``call_timeout_s``) or
+        what is left of the episode's wall-clock budget, whichever comes first.
         """
         if self.dead:
-            raise EnvCrashed(f"worker {self.proc.pid} is no longer usable")
-        if self._buffer or self._poller.poll(0):
-            self._fail(ProtocolViolation("the worker sent data nobody asked for"))
-        self._seq += 1
-        data = protocol.encode({"seq": self._seq, "op": op, **payload})
+            raise EnvCrashed(
+                f"worker {self.proc.pid if self.proc else '?'} is no longer usable", code="worker_unusable"
+            )
+        data = protocol.encode({"seq": self._seq + 1, "op": op, **payload})
         if len(data) > self.config.max_request_bytes:
-            raise OutputTooLarge(f"{op} request of {len(data)} bytes exceeds {self.config.max_request_bytes}")
+            raise OutputTooLarge(
+                f"{op} request of {len(data)} bytes exceeds {self.config.max_request_bytes}", code="request_too_large"
+            )
+        left = self.config.episode_wall_s - self.busy_s
+        limit = timeout or self.config.call_timeout_s
+        timeout_code = "episode_wall_budget" if left < limit else ("call_timeout" if op != "init" else "start_timeout")
+        started = time.monotonic()
         try:
-            while data:
-                data = data[os.write(self._req_w, data) :]
-        except (BrokenPipeError, OSError):
-            self._fail(EnvCrashed(self._death_note("before the request could be sent")))
-        return self._read_reply(self._seq, timeout or self.config.call_timeout_s, op)
+            if left <= 0:
+                self._fail(EnvTimeout(f"the episode's {self.config.episode_wall_s:g} s wall-clock budget is spent",
+                                      code="episode_wall_budget"))  # fmt: skip
+            if self._buffer or self._poller.poll(0):
+                self._fail(ProtocolViolation("the worker sent data nobody asked for", code="unsolicited_data"))
+            self._seq += 1
+            deadline = started + min(limit, left)
+            self._write(data, deadline, op, timeout_code)
+            return self._read_reply(self._seq, deadline, op, timeout_code)
+        except SandboxError:
+            raise
+        except Exception as exc:  # an unforeseen failure on the host's side: never leave a half-used worker
+            self.kill()
+            raise ProtocolViolation(f"{op}: checking the reply failed: {type(exc).__name__}: {exc}"[:2000],
+                                    code="host_check_failed") from exc  # fmt: skip
+        except BaseException:
+            self.kill()
+            raise
+        finally:
+            self.busy_s += time.monotonic() - started
 
-    def _read_reply(self, seq: int, timeout: float, op: str) -> Any:
-        deadline = time.monotonic() + timeout
+    def _write(self, data: bytes, deadline: float, op: str, timeout_code: str) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[os.write(self._req_w, view) :]
+            except BlockingIOError:
+                pass
+            except OSError:
+                self._fail(EnvCrashed(self._death_note("before the request could be sent")))
+            if view:
+                left = deadline - time.monotonic()
+                if left <= 0 or not self._write_poller.poll(max(1, int(left * 1000))):
+                    self._fail(EnvTimeout(f"{op}: the worker did not take the request in time; it was killed",
+                                          code=timeout_code))  # fmt: skip
+
+    def _read_reply(self, seq: int, deadline: float, op: str, timeout_code: str) -> Any:
         cap = self.config.max_response_bytes
         while b"\n" not in self._buffer:
             if not self._wait_readable(deadline):
-                self._fail(EnvTimeout(f"{op} did not answer within {timeout:g} s; the worker was killed"))
+                self._fail(EnvTimeout(f"{op} did not answer in time; the worker was killed", code=timeout_code))
             chunk = os.read(self._resp_r, 1 << 16)
             if not chunk:
                 self._fail(EnvCrashed(self._death_note(f"during {op}")))
             self._buffer += chunk
             if len(self._buffer) > cap and b"\n" not in self._buffer[:cap]:
-                self._fail(OutputTooLarge(f"{op} reply exceeds {cap} bytes; the worker was killed"))
+                self._fail(
+                    OutputTooLarge(f"{op} reply exceeds {cap} bytes; the worker was killed", code="reply_too_large")
+                )
         line, self._buffer = self._buffer.split(b"\n", 1)
         if len(line) > cap:
-            self._fail(OutputTooLarge(f"{op} reply exceeds {cap} bytes; the worker was killed"))
+            self._fail(OutputTooLarge(f"{op} reply exceeds {cap} bytes; the worker was killed", code="reply_too_large"))
         try:
             reply = protocol.decode(line)
-        except ValueError as exc:
-            self._fail(ProtocolViolation(f"unparseable reply to {op}: {exc}"))
+            check_json(reply, self.config.max_observation_chars, MAX_DEPTH + 4)
+        except (ValueError, UnicodeDecodeError) as exc:
+            self._fail(ProtocolViolation(f"unparseable reply to {op}: {exc}"[:2000], code="garbled_reply"))
         if reply.get("seq") != seq or not isinstance(reply.get("ok"), bool):
-            self._fail(ProtocolViolation(f"reply to {op} carries seq {reply.get('seq')!r}, expected {seq}"))
+            self._fail(ProtocolViolation(f"reply to {op} carries seq {reply.get('seq')!r}, expected {seq}"[:300],
+                                         code="wrong_seq"))  # fmt: skip
         if self._buffer:
-            self._fail(ProtocolViolation(f"extra data after the reply to {op}"))
+            self._fail(ProtocolViolation(f"extra data after the reply to {op}", code="unsolicited_data"))
         if reply["ok"]:
-            return reply.get("result")
-        kind, code, error = reply.get("kind"), str(reply.get("code", "")), str(reply.get("error", ""))[:4000]
+            if op == "start":
+                return reply.get("result")
+            try:
+                return check_result(op, reply.get("result"), self.config.max_observation_chars)
+            except BadReply as exc:
+                self._fail(ProtocolViolation(f"invalid {op} result from the worker: {exc}"[:2000]))
+        kind, code, error = reply.get("kind"), reply.get("code"), str(reply.get("error", ""))[:4000]
+        code = code if isinstance(code, str) and code.isidentifier() and len(code) <= 64 else None
         if kind == "timeout":
-            raise EnvTimeout(f"{op}: {error}")
+            raise EnvTimeout(f"{op}: {error}", code="soft_timeout")
         if kind == "too_large":
-            raise OutputTooLarge(f"{op}: {error}")
-        raise EnvRaised(f"{op}: {error}", code=code or "exception")
+            raise OutputTooLarge(f"{op}: {error}", code="output_too_large")
+        if kind == "raised":
+            raise EnvRaised(f"{op}: {error}", code=code or "exception")
+        self._fail(ProtocolViolation(f"reply to {op} has an unknown kind {kind!r}"[:300], code="garbled_reply"))
 
     def _wait_readable(self, deadline: float) -> bool:
         """Busy-poll briefly (fast replies arrive within microseconds), then sleep in ``poll`` until the deadline."""
@@ -204,7 +253,7 @@ class Worker:
     # -- lifecycle ------------------------------------------------------------------------------------------------
     def _death_note(self, when: str) -> str:
         try:
-            rc = self.proc.wait(timeout=1.0)
+            rc = self.proc.wait(timeout=1.0)  # type: ignore[union-attr]
         except subprocess.TimeoutExpired:
             return f"the worker stopped answering {when}"
         how = f"signal {signal.Signals(-rc).name}" if rc < 0 else f"exit code {rc}"
@@ -215,24 +264,29 @@ class Worker:
         raise error
 
     def kill(self) -> None:
-        """SIGKILL the worker's process group, reap it and remove its scratch dir (safe to call twice)."""
+        """SIGKILL the worker's process group, reap it and remove its scratch dir.
+
+        Safe to call twice; never raises, never blocks for long.
+        """
         if self.dead:
             return
         self.dead = True
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            self.proc.wait(timeout=5.0)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        for fd in (self._req_w, self._resp_r):
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                self.proc.wait(timeout=5.0)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        for fd in self._fds:
             try:
                 os.close(fd)
             except OSError:
                 pass
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        self._fds = []
+        self._scratch.remove()
         reap_orphans()
 
     def close(self) -> None:

@@ -2,8 +2,9 @@
 
 Requests: ``{"seq": n, "op": "init|reset|step|call_tool|step_calls|tools|solution|ping|close", ...}``.
 Replies: ``{"seq": n, "ok": true, "result": ...}`` or ``{"seq": n, "ok": false, "kind": ..., "error": ...}``.
-The worker scrubs what it sends (:func:`scrub`); the host checks it again (:func:`check_step_result`), because
-env code runs in the worker's process and could have tampered with the worker.
+The worker scrubs what it sends (:func:`scrub`); the host decodes strictly (:func:`decode`) and checks every
+result again (:mod:`~spade_envs.sandbox.replies`), because env code runs in the worker's process and could have
+tampered with the worker.
 """
 
 from __future__ import annotations
@@ -12,11 +13,13 @@ import json
 import math
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "MAX_REWARD", "check_step_result", "decode", "encode", "scrub"]
+from spade_envs.sandbox.replies import MAX_DEPTH, MAX_KEY_CHARS, MAX_REWARD, BadReply, check_step_result, valid_text
 
-MAX_DEPTH = 20
-#: Rewards beyond this magnitude are a broken environment, not a signal.
-MAX_REWARD = 1e4
+__all__ = ["MAX_DEPTH", "MAX_REWARD", "BadOutput", "check_step_result", "decode", "encode", "scrub"]
+
+
+class BadOutput(ValueError):
+    """Env code returned a string that is not valid Unicode; reported as a ``bad_types`` contract violation."""
 
 
 def encode(message: dict[str, Any]) -> bytes:
@@ -25,25 +28,47 @@ def encode(message: dict[str, Any]) -> bytes:
 
 
 def decode(line: bytes) -> dict[str, Any]:
-    """Parse one line into a dict; ``ValueError`` for anything else (the caller treats it as a violation)."""
-    message = _DECODER.decode(line.decode("utf-8"))
+    """Parse one line into a dict; ``ValueError`` for anything else (the caller treats it as a violation).
+
+    Strict about what a forged line could use to hurt the host: NaN and infinities (``1e999`` too), integers of
+    more than 20 digits (no quadratic int parsing, no ``OverflowError`` later), and nesting deep enough to
+    exhaust the recursion limit all raise ``ValueError``.
+    """
+    try:
+        message = _DECODER.decode(line.decode("utf-8"))
+    except RecursionError as exc:
+        raise BadReply("data nested too deeply") from exc
     if not isinstance(message, dict):
-        raise ValueError(f"a message must be a JSON object, got {type(message).__name__}")
+        raise BadReply(f"a message must be a JSON object, got {type(message).__name__}")
     return message
 
 
 def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"non-finite number {name} in message")
+    raise BadReply(f"non-finite number {name} in message")
 
 
-_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)  # built once: json.loads(parse_constant=...) rebuilds it
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise BadReply(f"non-finite number {text[:40]} in message")
+    return value
+
+
+def _parse_int(text: str) -> int:
+    if len(text) > 20:
+        raise BadReply(f"integer of {len(text)} digits in message")
+    return int(text)
+
+
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_parse_float, parse_int=_parse_int)
 
 
 def scrub(value: Any, max_chars: int, depth: int = 0) -> Any:
     """Turn ``value`` into plain JSON data.
 
-    numpy scalars and arrays become Python values, non-finite floats ``None``, unknown objects their (bounded)
-    ``repr``. A string longer than ``max_chars`` raises ``OverflowError``.
+    numpy scalars and arrays become Python values, non-finite floats and integers beyond 64 bits ``None``,
+    unknown objects their (bounded) ``repr``. A string longer than ``max_chars`` raises ``OverflowError``, one that
+    is not valid Unicode :class:`BadOutput`.
     """
     if depth > MAX_DEPTH:
         raise OverflowError(f"data nested deeper than {MAX_DEPTH} levels")
@@ -52,33 +77,20 @@ def scrub(value: Any, max_chars: int, depth: int = 0) -> Any:
     if isinstance(value, str):
         if len(value) > max_chars:
             raise OverflowError(f"string of {len(value)} characters exceeds the cap of {max_chars}")
+        if not valid_text(value):
+            raise BadOutput("strings must be valid Unicode text (found a lone surrogate)")
         return value
     if isinstance(value, int):
-        return value if abs(value) < 2**63 else float(value)
+        return value if -(2**63) <= value < 2**63 else None
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if hasattr(value, "tolist") and callable(value.tolist):  # numpy scalars and arrays
         return scrub(value.tolist(), max_chars, depth + 1)
     if isinstance(value, dict):
-        return {str(k)[:200]: scrub(v, max_chars, depth + 1) for k, v in value.items()}
+        return {
+            scrub(str(k)[:MAX_KEY_CHARS], max_chars, depth + 1): scrub(v, max_chars, depth + 1)
+            for k, v in value.items()
+        }
     if isinstance(value, (list, tuple, set, frozenset)):
         return [scrub(v, max_chars, depth + 1) for v in value]
-    return repr(value)[:200]
-
-
-def check_step_result(result: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
-    """Host-side check of a ``step`` reply; ``ValueError`` names what is wrong."""
-    if not isinstance(result, list) or len(result) != 5:
-        raise ValueError("step result must be a list of 5 items")
-    obs, reward, terminated, truncated, info = result
-    if not isinstance(obs, str):
-        raise ValueError("observation must be a string")
-    if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
-        raise ValueError(f"reward must be a finite number, got {reward!r}")
-    if abs(reward) > MAX_REWARD:
-        raise ValueError(f"reward {reward} is beyond +-{MAX_REWARD:g}")
-    if not isinstance(terminated, bool) or not isinstance(truncated, bool):
-        raise ValueError("terminated and truncated must be booleans")
-    if not isinstance(info, dict):
-        raise ValueError("info must be an object")
-    return obs, float(reward), terminated, truncated, info
+    return scrub(repr(value)[:200], max_chars, depth)

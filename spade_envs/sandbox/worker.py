@@ -1,6 +1,7 @@
 """The env worker: a process that hardens itself, then serves one environment over the JSON-lines protocol.
 
-Run as a script (``python -I worker.py CONFIG_JSON``), never imported by the host. It imports only the parts of
+Run as a script (``python -S -P worker.py CONFIG_JSON`` with an environment holding only ``PYTHONHASHSEED``, see
+``launch.py``), never imported by the host. It imports only the parts of
 ``spade_envs`` that environments need (the contract, the loader, the tool-use base), without the package's
 ``__init__`` (which pulls in gymnasium), then applies the isolation layers of its level *before* it reads any
 env code: a pool can start workers ahead of time and hand them code later.
@@ -42,10 +43,10 @@ def _import_core(root: str) -> dict[str, Any]:
         sys.modules[name] = package
     sys.path.insert(0, root)
     from spade_envs import contract, errors, loader, tooluse
-    from spade_envs.sandbox import hardening, protocol
+    from spade_envs.sandbox import hardening, protocol, replies
 
     return {"contract": contract, "errors": errors, "loader": loader, "tooluse": tooluse,
-            "hardening": hardening, "protocol": protocol}  # fmt: skip
+            "hardening": hardening, "protocol": protocol, "replies": replies}  # fmt: skip
 
 
 def _harden(cfg: dict[str, Any], hardening: Any) -> None:
@@ -65,12 +66,25 @@ def _harden(cfg: dict[str, Any], hardening: Any) -> None:
             )
         own_uid = True
     limits = cfg["limits"]
-    # RLIMIT_NPROC counts every process of the host uid: only meaningful once the worker has a uid of its own.
-    nproc = limits["processes"] if own_uid else None
+    # RLIMIT_NPROC counts the processes and threads of a uid: meaningful once the worker has a uid of its own, or
+    # inside bubblewrap's user namespace (counted per namespace since Linux 5.14), never for a shared host uid.
+    nproc = limits["processes"] if own_uid or (level == "bwrap" and hardening.nproc_counts_per_userns()) else None
     hardening.apply_rlimits(limits["memory_mb"], limits["cpu_s"], limits["file_size_mb"], limits["open_files"], nproc)
     if level == "landlock":
         hardening.restrict_filesystem(cfg["read_only"], [cfg["scratch"], "/dev/null"])
     hardening.load_seccomp()
+
+
+def _die_with_host(host_pid: int | None) -> None:
+    """SIGKILL this worker when its parent dies; exit now if the host is already gone.
+
+    The host spawns workers from one long-lived thread, so no ordinary thread exit fires the signal.
+    """
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    if host_pid is not None and os.getppid() != host_pid:
+        os._exit(5)
 
 
 class _Server:
@@ -101,11 +115,13 @@ class _Server:
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
         seq, op = request.get("seq"), request.get("op")
-        errors, protocol = self.core["errors"], self.core["protocol"]
+        errors, protocol, replies = self.core["errors"], self.core["protocol"], self.core["replies"]
         signal.setitimer(signal.ITIMER_REAL, self.cfg["soft_timeout_s"])
         try:
             try:
-                return {"seq": seq, "ok": True, "result": protocol.scrub(self.dispatch(op, request), self.max_chars)}
+                result = protocol.scrub(self.dispatch(op, request), self.max_chars)
+                replies.check_result(op, result, self.max_chars)  # the host's own check: never send what it refuses
+                return {"seq": seq, "ok": True, "result": result}
             finally:  # disarm before any handler runs: formatting a huge traceback must not be interrupted
                 signal.setitimer(signal.ITIMER_REAL, 0)
         except SoftTimeout:
@@ -116,6 +132,8 @@ class _Server:
             kind, code, message = "raised", exc.code, str(exc)
         except OverflowError as exc:
             kind, code, message = "too_large", "output_too_large", str(exc)
+        except (protocol.BadOutput, replies.BadReply) as exc:
+            kind, code, message = "raised", "bad_types", f"{op} returned an invalid result: {exc}"
         except BaseException as exc:  # env code may raise anything, SystemExit included
             tb = traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-3)
             kind, code, message = "raised", "exception", "".join(tb)[-2000:]
@@ -137,13 +155,17 @@ class _Server:
             is_tool = isinstance(self.env, tooluse.ToolUseEnv)
             max_turns = getattr(self.env, "max_turns", None)
             if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
-                raise invalid("construct_failed", f"max_turns must be a positive int, got {max_turns!r}")
-            return {"class_name": cls.__name__, "setting": "tool_use" if is_tool else "games", "max_turns": max_turns}
+                raise invalid("construct_failed", f"max_turns must be a positive int, got {max_turns!r}"[:300])
+            return {"class_name": cls.__name__, "setting": "tool_use" if is_tool else "games",
+                    "max_turns": min(max_turns, self.core["replies"].MAX_TURNS)}  # fmt: skip
         if self.env is None:
             raise RuntimeError(f"{op!r} before init")
         if op == "reset":
             obs, info = contract.check_reset_output(self.env.reset(req.get("seed")))
-            return [obs, info, getattr(self.env, "max_turns", None)]
+            max_turns = getattr(self.env, "max_turns", None)  # some envs size their turn budget per episode
+            if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
+                max_turns = None
+            return [obs, info, None if max_turns is None else min(max_turns, self.core["replies"].MAX_TURNS)]
         if op == "step":
             return list(contract.check_step_output(self.env.step(req["action"])))
         if op == "step_calls":
@@ -154,7 +176,10 @@ class _Server:
                 raise self.core["errors"].ContractViolation(f"call_tool must return str, got {type(out).__name__}")
             return out
         if op == "tools":
-            return self.env.tools()
+            try:
+                return self.core["replies"].check_tools(self.core["protocol"].scrub(self.env.tools(), self.max_chars))
+            except ValueError as exc:
+                raise self.core["errors"].ContractViolation(f"tools(): {exc}") from exc
         if op == "solution":
             actions = self.env.solution()
             if not isinstance(actions, list) or not all(isinstance(a, str) for a in actions):
@@ -165,6 +190,10 @@ class _Server:
 
 def main() -> None:
     cfg = json.loads(sys.argv[1])
+    _die_with_host(cfg.get("host_pid"))
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if p and os.path.abspath(p) != here]  # what -P does on Python >= 3.11
+    sys.path.extend(cfg.get("site_packages", []))  # started with -S: the venv's packages, no .pth code
     os.environ.clear()
     os.environ.update(_SAFE_ENV, TMPDIR=cfg["scratch"], HOME=cfg["scratch"])  # temp files go to scratch only
     devnull = os.open(os.devnull, os.O_RDWR)

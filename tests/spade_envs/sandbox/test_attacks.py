@@ -973,10 +973,10 @@ ATTACKS = [
                     f.write(b"x" * size)
             return count * size
 
-        return "\\n".join([
-            attempt("32 MiB file", write, "big", 32 << 20),
-            attempt("20 files of 1 MiB", write, "small", 1 << 20, 20),
-        ])
+        lines = [attempt("32 MiB file", write, "big", 32 << 20)]
+        os.remove("big0")  # the first 16 MiB were written: free them for the next attempt
+        lines.append(attempt("20 files of 1 MiB", write, "small", 1 << 20, 20))
+        return "\\n".join(lines)
         """,
         file_size_is_capped,
     ),

@@ -14,6 +14,7 @@ from spade_envs.sandbox import (
     RemoteEnv,
     SandboxConfig,
     SandboxedEnv,
+    SandboxUnavailable,
     WorkerPool,
     probe_isolation,
 )
@@ -160,8 +161,9 @@ def test_async_tool_calls_match_the_in_process_env(pool):
 def test_pool_bounds_workers_and_leaves_no_processes():
     with WorkerPool(SandboxConfig(pool_size=1, max_workers=2)) as small:
         a, b = small.acquire(), small.acquire()
-        with pytest.raises(TimeoutError, match="max_workers=2"):
+        with pytest.raises(SandboxUnavailable, match="max_workers=2") as info:
             small.acquire(timeout=0.2)
+        assert info.value.code == "acquire_timeout"
         small.release(a)
         small.release(a)  # releasing twice is harmless
         c = small.acquire(timeout=5)

@@ -1,0 +1,131 @@
+"""How a worker process is started: the interpreter flags, its environment, the bubblewrap mounts, the spawner.
+
+* Interpreter: ``-S -P`` (no ``site``: no user site, no ``.pth`` code; no script directory on ``sys.path``) with
+  an environment built here that holds only ``PYTHONHASHSEED``: the isolation of ``-I`` (which also ignores
+  ``PYTHONHASHSEED``) with one fixed string-hash seed, so the same seed builds the same instance in every worker
+  (paired measurements need that). The worker appends :func:`site_packages` to ``sys.path`` itself, which also
+  skips the tens of milliseconds that ``.pth`` hooks of editable installs cost at every start.
+* Binds: ``/usr`` and the dynamic-loader files, the interpreter's installation (standard library), the virtual
+  environment (its packages) and the ``spade_envs`` package; never other ``sys.path`` entries (a ``PYTHONPATH``
+  dir or the driver script's dir may hold anything).
+* ``/dev`` holds only ``null``, ``zero``, ``full``, ``random`` and ``urandom``, on the sandbox's read-only root: no
+  writable tmpfs (``/dev/shm``) that would be host RAM outside ``memory_mb``.
+* Spawning: every worker is started from one long-lived thread. A parent-death signal fires when the *thread*
+  that forked the child exits, so spawning from short-lived threads would kill live workers.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import site
+import subprocess
+import sys
+import sysconfig
+import threading
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "HASH_SEED",
+    "PACKAGE",
+    "ROOT",
+    "WORKER_SCRIPT",
+    "bwrap_prefix",
+    "python_command",
+    "read_only_paths",
+    "spawn",
+]
+
+ROOT = str(Path(__file__).resolve().parents[2])
+PACKAGE = str(Path(__file__).resolve().parents[1])
+WORKER_SCRIPT = str(Path(__file__).resolve().with_name("worker.py"))
+#: The string-hash seed of every worker (any fixed value pairs the arms; 0 turns hash randomisation off).
+HASH_SEED = "0"
+_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+
+
+def python_command(config_json: str) -> tuple[list[str], dict[str, str]]:
+    """The worker's command line and the complete environment it starts with."""
+    flags = ["-S", "-P"] if sys.version_info >= (3, 11) else ["-S"]  # 3.10: the worker drops its own directory
+    return [sys.executable, *flags, WORKER_SCRIPT, config_json], {"PYTHONHASHSEED": HASH_SEED}
+
+
+def site_packages() -> list[str]:
+    """The package directories ``site`` would add for this interpreter (the venv's), without the user site."""
+    paths = site.getsitepackages() if hasattr(site, "getsitepackages") else []
+    paths += [sysconfig.get_path("purelib"), sysconfig.get_path("platlib")]
+    return [p for p in dict.fromkeys(paths) if p and os.path.isdir(p)]
+
+
+def read_only_paths() -> list[str]:
+    """What a worker may read: the loader's files, the interpreter and its stdlib, the venv and the package."""
+    paths = {"/usr", "/etc/ld.so.cache", "/etc/alternatives", "/etc/localtime", PACKAGE}
+    paths |= {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    paths.add(os.path.dirname(os.path.realpath(sys.executable)))
+    for name in ("stdlib", "platstdlib"):  # distro layouts may keep them outside the prefix
+        paths.add(sysconfig.get_path(name))
+    paths.update(site_packages())
+    return sorted(p for p in paths if p and os.path.exists(p))
+
+
+def bwrap_prefix(scratch: str, scratch_mounted: bool = True, scratch_mb: int = 0) -> list[str]:
+    """The bubblewrap command up to ``--``: namespaces, read-only binds, scratch, a minimal ``/dev``.
+
+    No tmpfs at /tmp: it would hide binds of paths under /tmp (a checkout, a venv, the scratch dir) mounted before
+    it, or let env code write beside them if mounted first. TMPDIR points at scratch instead (worker.py). When
+    the host could not put a limited tmpfs on scratch, bubblewrap mounts one of ``scratch_mb`` MiB there.
+    """
+    args = ["bwrap", "--unshare-all", "--die-with-parent", "--cap-drop", "ALL", "--clearenv"]
+    args += ["--setenv", "PYTHONHASHSEED", HASH_SEED]
+    for link in ("/lib", "/lib64", "/bin", "/sbin"):
+        if os.path.islink(link):
+            args += ["--symlink", os.readlink(link), link]
+        elif os.path.isdir(link):
+            args += ["--ro-bind", link, link]
+    paths = read_only_paths()
+    for path in paths:  # a path inside another bound path is already visible
+        if not any(path != other and path.startswith(other.rstrip("/") + "/") for other in paths):
+            args += ["--ro-bind", path, path]
+    if scratch_mounted or scratch_mb <= 0:
+        args += ["--bind", scratch, scratch]
+    else:
+        args += ["--size", str(scratch_mb << 20), "--perms", "0700", "--tmpfs", scratch]
+    args += ["--proc", "/proc"]
+    for device in _DEVICES:
+        if os.path.exists(device):
+            args += ["--dev-bind", device, device]
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                         ("stderr", "/proc/self/fd/2")):  # fmt: skip
+        args += ["--symlink", target, f"/dev/{name}"]
+    # The sandbox's own root (a tmpfs holding the mount points, /dev included) becomes read-only: only scratch is
+    # writable.
+    return args + ["--remount-ro", "/", "--chdir", scratch, "--uid", "65534", "--gid", "65534", "--"]
+
+
+_requests: queue.SimpleQueue[tuple[Future[subprocess.Popen[bytes]], list[str], dict[str, Any]]] = queue.SimpleQueue()
+_spawner: threading.Thread | None = None
+_spawner_lock = threading.Lock()
+
+
+def _spawn_loop() -> None:
+    while True:
+        future, cmd, kwargs = _requests.get()
+        if future.set_running_or_notify_cancel():
+            try:
+                future.set_result(subprocess.Popen(cmd, **kwargs))
+            except BaseException as exc:  # noqa: BLE001  (handed to the caller)
+                future.set_exception(exc)
+
+
+def spawn(cmd: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+    """``subprocess.Popen(cmd, **kwargs)`` run on the process's one spawner thread (it lives as long as the process)."""
+    global _spawner
+    with _spawner_lock:
+        if _spawner is None or not _spawner.is_alive():
+            _spawner = threading.Thread(target=_spawn_loop, name="spade-sandbox-spawner", daemon=True)
+            _spawner.start()
+    future: Future[subprocess.Popen[bytes]] = Future()
+    _requests.put((future, cmd, kwargs))
+    return future.result()
