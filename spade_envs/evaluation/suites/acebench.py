@@ -191,7 +191,7 @@ class AceBenchAgentSuite(Suite):
             transcript.append(f"[agent] {text}" + "".join(f"\n[call] {json.dumps(c)}" for c in reply.tool_calls))
             if calls or errors:
                 idle, budget = 0, budget - 1
-                outputs = [scenario.call(name, args) for name, args in calls]
+                outputs = scenario.run_step(calls, multi_turn=kind == "multi_turn")
                 if calls:
                     steps.append("[" + ", ".join(render_call(name, args) for name, args in calls) + "]")
                 messages += result_messages(reply, n_native, outputs, errors, str(len(steps)))

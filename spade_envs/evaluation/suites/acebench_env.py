@@ -143,24 +143,48 @@ class Scenario:
                     instance._load_scenario(copy.deepcopy(config), long_context=False)
             self.instances[name] = instance
 
-    def call(self, name: str, arguments: Any) -> str:
-        """Run one call; the result as text for the model (errors too: a bad call is the model's problem)."""
-        self.called = True
+    def _call(self, name: str, arguments: Any) -> tuple[str, bool]:
+        """Run one call: ``(result text, succeeded)``; errors are text for the model (a bad call is its problem)."""
         methods = [getattr(i, name, None) for i in self.instances.values()] if not name.startswith("_") else []
         methods = [m for m in methods if inspect.ismethod(m)]
         if not methods:
-            return f"Error: there is no function named {name!r}"
+            return f"Error: there is no function named {name!r}", False
         if not isinstance(arguments, dict):
-            return "Error: the arguments must be a JSON object"
+            return "Error: the arguments must be a JSON object", False
         try:
             for method in methods:
                 result = method(**arguments)
         except Exception as exc:  # noqa: BLE001 (scenario code reports bad arguments by raising)
-            return f"Error during execution: {type(exc).__name__}: {exc}"
-        return result if isinstance(result, str) else json.dumps(result, default=str)
+            return f"Error during execution: {type(exc).__name__}: {exc}", False
+        return (result if isinstance(result, str) else json.dumps(result, default=str)), True
+
+    def call(self, name: str, arguments: Any) -> str:
+        """Run one call on its own (multi-step rules: it counts as a call even when it fails)."""
+        return self.run_step([(name, arguments)], multi_turn=False)[0]
+
+    def run_step(self, calls: Sequence[tuple[str, Any]], multi_turn: bool) -> list[str]:
+        """Run one reply's calls the way ACEBench's runner of that kind does; one result text per call.
+
+        Multi-step: every call runs, failures included, and any call made counts ("the state was recorded").
+        Multi-turn: the calls run in order until one fails; the rest are not run, and the step counts only when
+        every call succeeded, because ACEBench keeps the state only after a successful execution. So an episode
+        whose calls all fail has no state and fails, whatever the ground truth says.
+        """
+        outputs: list[str] = []
+        ok = True
+        for name, arguments in calls:
+            if multi_turn and not ok:
+                outputs.append("Error: not run, because an earlier call of this step failed")
+                continue
+            text, succeeded = self._call(name, arguments)
+            outputs.append(text)
+            ok = ok and succeeded
+        if calls and (ok or not multi_turn):
+            self.called = True
+        return outputs
 
     def states(self) -> dict[str, dict[str, Any]] | None:
-        """Every class's public attributes as JSON would hold them, or ``None`` if no function was ever called."""
+        """Every class's public attributes as JSON would hold them, or ``None`` if no step counted (see run_step)."""
         if not self.called:
             return None
         return {name: _jsonable({k: v for k, v in vars(i).items() if not k.startswith("_")})
@@ -170,10 +194,11 @@ class Scenario:
 def check_end_to_end(states: dict[str, dict[str, Any]] | None, ground_truth: Any) -> tuple[bool, list[str], list[str]]:
     """ACEBench's end-to-end check: ``(passed, errors, ground-truth classes left unchecked)``.
 
-    As in ACEBench: no call at all fails; the class count must match; each attribute named in the ground truth must
-    equal the final one, except that a dict attribute is compared only on the ground truth's keys (an extra message
-    or reminder goes unnoticed). A ground-truth class whose name matches no involved class is not checked (the
-    data misspells some, e.g. ``ReminderAPI``, ``BaseAPI``); those are returned so the record can show them.
+    As in ACEBench: no counted call at all fails (``states`` is ``None``); the class count must match; each
+    attribute named in the ground truth must equal the final one, except that a dict attribute is compared only on
+    the ground truth's keys (an extra message or reminder goes unnoticed). A ground-truth class whose name matches
+    no involved class is not checked (the data misspells some, e.g. ``ReminderAPI``, ``BaseAPI``); those are
+    returned so the record can show them.
     """
     expected = ground_truth if isinstance(ground_truth, list) else [ground_truth]
     if states is None:

@@ -3,8 +3,11 @@
 ``bfcl-eval`` ships the entries, the ground truth, the function docs, the executable backends and
 ``multi_turn_checker``; we install it with ``--no-deps`` (its full dependency set conflicts with verl) and use
 only those pieces. The driver follows BFCL's function-calling inference loop (each user turn: query, run the
-calls, feed results back, until the model makes no call; at most 20 steps per turn; the held-out functions of
-``miss_func`` are added at their turn with BFCL's own user prompt) but speaks our training envs' tool-call format:
+calls, feed results back, until the model makes no call; the held-out functions of ``miss_func`` are added at
+their turn with BFCL's own user prompt). As in BFCL, a turn is force-stopped once more than 20 call-steps ran
+(after the 21st), no later turn is played, and the entry is then checked like any other: it fails only because its
+number of turns no longer matches the ground truth, so a stop in the last turn is checked normally. The driver speaks
+our training envs' tool-call format:
 native OpenAI tool calls, or ``<tool_call>{"name", "arguments"}</tool_call>`` blocks in the text, answered with
 ``<tool_response>`` blocks. Calls are rebuilt as ``name(key=repr(value))`` strings from parsed JSON, so model text
 never reaches BFCL's ``eval`` directly. Score: the unweighted mean of the four sub-category accuracies.
@@ -28,7 +31,7 @@ from spade_envs.tooluse import parse_agent_text
 __all__ = ["CATEGORIES", "BfclMultiTurnSuite", "bfcl_root", "reply_calls", "result_messages", "to_openai_tool"]
 
 CATEGORIES = ("multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param", "multi_turn_long_context")
-MAX_STEPS = 20  # BFCL's MAXIMUM_STEP_LIMIT
+MAX_STEPS = 20  # BFCL's MAXIMUM_STEP_LIMIT: a turn is force-stopped once its count of call-steps exceeds it
 ADDED_FUNCTIONS_PROMPT = "I have updated some more functions you can choose from. What about now?"  # BFCL's wording
 _IDENT = re.compile(r"^[A-Za-z_]\w*$")
 _TYPES = {"integer": "integer", "number": "number", "float": "number", "string": "string", "boolean": "boolean",
@@ -173,17 +176,18 @@ class BfclMultiTurnSuite(Suite):
         token = f"spade_{uuid.uuid4().hex}"  # BFCL keys live backend instances by model name: one per sample
         try:
             decoded, forced, transcript = self._play(client, entry, category, sampling, token)
-            if forced:
-                return self.record(item, sample, 0.0, "", transcript, category=category, error="force_terminated")
             # BFCL's evaluator drops steps without calls before checking.
             turns = [[step for step in turn if step] for turn in decoded]
-            result = multi_turn_checker(turns, item.answer, entry, category, token)
+            if len(turns) != len(item.answer):  # BFCL: force-terminated during inference
+                result = {"valid": False, "error_type": "multi_turn:force_terminated"}
+            else:
+                result = multi_turn_checker(turns, item.answer, entry, category, token)
         finally:
             for key in [k for k in vars(multi_turn_utils) if token in k]:
                 del vars(multi_turn_utils)[key]
         error = "" if result["valid"] else str(result.get("error_type", "invalid"))
         return self.record(item, sample, float(result["valid"]), json.dumps(turns)[:2000], transcript,
-                           category=category, error=error)  # fmt: skip
+                           category=category, error=error, force_stopped=forced)  # fmt: skip
 
     def _play(
         self, client: ChatClient, entry: dict[str, Any], category: str, sampling: Sampling, token: str
@@ -205,10 +209,8 @@ class BfclMultiTurnSuite(Suite):
             messages += user_messages
             tools = [to_openai_tool(docs[name]) for name in active]
             steps: list[list[str]] = []
-            for step in range(MAX_STEPS + 1):
-                if step == MAX_STEPS:
-                    decoded.append(steps)
-                    return decoded, True, "\n".join(transcript)
+            step = 0
+            while True:
                 reply = client.complete(messages, temperature=sampling.temperature, top_p=sampling.top_p,
                                         max_tokens=sampling.max_tokens, tools=tools)  # fmt: skip
                 transcript.append(reply.text + "".join(f"\n[call] {json.dumps(c)}" for c in reply.tool_calls))
@@ -227,5 +229,10 @@ class BfclMultiTurnSuite(Suite):
                 steps.append(valid)
                 messages += result_messages(reply, n_native, outputs, errors, f"{turn}_{step}")
                 transcript += [f"[result] {o[:300]}" for o in [f"Error: {e}" for e in errors] + outputs]
+                step += 1
+                if step > MAX_STEPS:  # BFCL's force quit: this turn ends, and so does the entry
+                    decoded.append(steps)
+                    transcript.append(f"[force-stopped after {step} call-steps in turn {turn}]")
+                    return decoded, True, "\n".join(transcript)
             decoded.append(steps)
         return decoded, False, "\n".join(transcript)
