@@ -85,7 +85,7 @@ def vet_hint_on_seeds(source: str, hint_text: str, pool: WorkerPool, setting: st
         vetting.failure, vetting.reason = _fault(exc, phase)
         return vetting
     try:
-        result = None
+        instances: list[tuple[int, str, list[str]]] = []
         for seed in seeds:
             phase = "reset"
             obs, _ = check_reset_output(tuple(env.reset(seed)))
@@ -95,14 +95,18 @@ def vet_hint_on_seeds(source: str, hint_text: str, pool: WorkerPool, setting: st
             if not isinstance(actions, list) or not all(isinstance(a, str) for a in actions):
                 vetting.failure, vetting.reason = "no_solution", f"seed {seed}: solution() is not a list of str"
                 return vetting
-            if setting == "games":
-                result = vet_hint(hint_text, setting, solution_actions=actions, visible_text=obs)
-            else:
-                phase = "tools"
-                visible = json.dumps(env.tools())
-                result = vet_hint(hint_text, setting, solution_actions=actions, visible_text=visible)
+            instances.append((seed, obs, actions))
+        visible_tools = None
+        if setting == "tool_use":
+            phase = "tools"
+            visible_tools = json.dumps(env.tools())
+        result = None
+        for i, (seed, obs, actions) in enumerate(instances):
+            others = [a for j, (_, _, a) in enumerate(instances) if j != i]
+            result = vet_hint(hint_text, setting, solution_actions=actions, other_solutions=others,
+                              visible_text=obs if setting == "games" else visible_tools)  # fmt: skip
             if result.hint is None:
-                vetting.failure, vetting.reason = result.failure, result.reason
+                vetting.failure, vetting.reason = result.failure, f"seed {seed}: {result.reason}"
                 return vetting
         vetting.hint = result.hint if result is not None else None
         if result is None:
