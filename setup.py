@@ -2,6 +2,23 @@
 
 from setuptools import find_namespace_packages, setup
 
+# verl 0.9.1's `megatron` extra, spelled out without megatron-bridge (see extras_require below).
+MEGATRON = [
+    "verl[verl-core,flash-attn-cu130torch211,cupy-cu130,mcore]==0.9.1",
+    "torch==2.11.0",
+    "torchvision==0.26.0",
+    "torchaudio==2.11.0",
+    "nvidia-mathdx",
+    "apex",
+    "transformer-engine",
+    "onnxscript",
+    "trl==0.27.0",
+    "matplotlib",
+    "liger-kernel>=0.8.2",
+    "megatron-core==0.18.0",
+    "nvidia-modelopt==0.44.0",
+]
+
 setup(
     name="spade-verl",
     version="0.1.0",
@@ -37,10 +54,15 @@ setup(
             "reasoning-gym==0.1.25",
             "math-verify[antlr4_9_3]==0.9.0",
         ],
-        # GPU hosts: verl's own vLLM pins (vllm 0.24, torch 2.11, transformers 5.9).
-        "gpu": ["verl[vllm]==0.9.1"],
-        # Megatron backend: megatron-core >= 0.17 needs Python 3.12; install this extra only there.
-        "megatron": ["verl[megatron]==0.9.1; python_version >= '3.12'"],
+        # GPU hosts (Python 3.12, CUDA 13): verl's vLLM rollout pins (vllm 0.24, torch 2.11, transformers 5.9) and its
+        # FSDP engine pins, which bring flash-attn 2.8.3: the FSDP engine loads models with flash_attention_2. That
+        # wheel comes only from verl's wheel index; docs/gpu.md has the exact commands.
+        "gpu": ["verl[vllm,fsdp]==0.9.1"],
+        # Megatron engine (the 30B launcher), on top of `gpu`: verl[megatron]'s requirements except megatron-bridge
+        # 0.5.2, which verl installs without its dependencies from its wheel index (its own metadata pulls a
+        # conflicting transformers and NeMo stack) and pairs with megatron-core 0.18.0 (verl's pyproject); apex and
+        # transformer-engine also come from that index first (docs/gpu.md). megatron-core >= 0.17 needs Python 3.12.
+        "megatron": MEGATRON,
     },
     entry_points={
         "console_scripts": ["spade-envs=spade_envs.cli:entrypoint", "spade-eval=spade_envs.evaluation.cli:entrypoint"],

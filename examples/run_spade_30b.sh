@@ -2,9 +2,11 @@
 # SPADE, games setting, Qwen3-30B-A3B-Instruct-2507 on one 8-GPU node: Megatron (TP4 + SP, EP8, optimizer offload)
 # with a vLLM rollout (TP4 x DP2, expert parallel 8 = TP x DP, as vLLM requires on verl 0.9.1). The paper's schedule:
 # 400 steps, 24 envs every 4 steps, 8 no-hint plays per env per step, 8 paired plays per arm at design time.
-# Needs Python 3.12 and `pip install -e ".[gpu,megatron]"`. Every knob: an environment variable or a Hydra override.
+# Needs Python 3.12 and the GPU + Megatron install of docs/gpu.md. Every knob: an environment variable or a Hydra
+# override. Memory, recompute and sizing choices are explained (with the verl 0.9.1 code they rest on) in docs/gpu.md.
 set -xeuo pipefail
 cd "$(dirname "$0")/.."
+source examples/lib/launch.sh
 
 # Paths
 MODEL_PATH=${MODEL_PATH:-Qwen/Qwen3-30B-A3B-Instruct-2507}
@@ -35,6 +37,15 @@ TP=${TP:-4}
 EP=${EP:-8}
 GEN_TP=${GEN_TP:-4}
 GEN_DP=${GEN_DP:-2}
+# Sandbox slots per agent-loop worker (spade.sandbox.max_workers); the worker count follows from it (launch.sh).
+SANDBOX_SLOTS=${SANDBOX_SLOTS:-256}
+AGENT_WORKERS=$(spade_agent_workers $((AGENT_ROWS + ENVS_PER_REGEN)) "$ENVS_PER_REGEN" "$N" "$PLAYS_PER_ARM" \
+    "$SANDBOX_SLOTS" "${AGENT_WORKERS:-}")
+# Chat template: thinking off until the thinking mode of "Thinking agents" exists (Instruct-2507 has no thinking).
+ENABLE_THINKING=${ENABLE_THINKING:-false}
+# Checkpoints: every SAVE_FREQ steps, the last KEEP_CKPTS kept; each holds HF weights for spade-eval
+SAVE_FREQ=${SAVE_FREQ:-16}
+KEEP_CKPTS=${KEEP_CKPTS:-2}
 
 CONFIG_NAME=spade_megatron_trainer
 OVERRIDES=(
@@ -45,7 +56,16 @@ OVERRIDES=(
     spade.designer.max_tokens=16384
     data.train_batch_size=$((AGENT_ROWS + ENVS_PER_REGEN))
     data.max_prompt_length="$MAX_PROMPT" data.max_response_length="$MAX_RESPONSE" data.filter_overlong_prompts=false
+    ++data.apply_chat_template_kwargs.enable_thinking="$ENABLE_THINKING"
     actor_rollout_ref.model.path="$MODEL_PATH"
+    # Megatron ignores model.enable_gradient_checkpointing: recompute is Megatron's own (full, every layer), and the
+    # fused kernels compute log-probs without materialising the logits of a 40,960-token pack.
+    actor_rollout_ref.model.use_fused_kernels=true
+    actor_rollout_ref.actor.megatron.override_transformer_config.recompute_granularity=full
+    actor_rollout_ref.actor.megatron.override_transformer_config.recompute_method=uniform
+    actor_rollout_ref.actor.megatron.override_transformer_config.recompute_num_layers=1
+    ++actor_rollout_ref.actor.megatron.override_transformer_config.moe_grouped_gemm=true
+    ++actor_rollout_ref.actor.megatron.override_transformer_config.moe_permute_fusion=true
     algorithm.adv_estimator=grpo algorithm.norm_adv_by_std_in_grpo=false algorithm.use_kl_in_reward=false
     actor_rollout_ref.actor.use_kl_loss=false
     actor_rollout_ref.actor.optim.lr="$LR" actor_rollout_ref.actor.optim.weight_decay=0.1
@@ -67,12 +87,17 @@ OVERRIDES=(
     actor_rollout_ref.rollout.gpu_memory_utilization=0.7
     actor_rollout_ref.rollout.temperature=0.6 actor_rollout_ref.rollout.top_p=0.95
     actor_rollout_ref.rollout.prompt_length="$MAX_PROMPT" actor_rollout_ref.rollout.response_length="$MAX_RESPONSE"
+    actor_rollout_ref.rollout.max_model_len=$((MAX_PROMPT + MAX_RESPONSE))
+    actor_rollout_ref.rollout.agent.num_workers="$AGENT_WORKERS" ++spade.sandbox.max_workers="$SANDBOX_SLOTS"
     actor_rollout_ref.rollout.calculate_log_probs=true
     actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=true
     actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=40960
     trainer.nnodes="$NNODES" trainer.n_gpus_per_node="$GPUS_PER_NODE"
-    trainer.total_training_steps="$STEPS" trainer.save_freq=16 trainer.default_local_dir="$RUN_DIR/ckpt"
+    trainer.total_training_steps="$STEPS" trainer.default_local_dir="$RUN_DIR/ckpt"
+    trainer.save_freq="$SAVE_FREQ" trainer.max_actor_ckpt_to_keep="$KEEP_CKPTS"
+    # HF weights in global_step_N/actor/model/huggingface (Megatron-Bridge; no separate dist-checkpoint copy)
+    actor_rollout_ref.actor.megatron.use_dist_checkpointing=false
+    actor_rollout_ref.actor.checkpoint.save_contents='[model,optimizer,extra,hf_model]'
     trainer.logger='["console","wandb"]' trainer.project_name=spade trainer.experiment_name=spade-30b-"$SETTING"
 )
-source examples/lib/launch.sh
 spade_launch "$@"

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # SPADE, games setting, Qwen/Qwen3-8B on one 8-GPU node with the FSDP engine and a vLLM rollout (TP 2).
-# The paper's schedule (400 steps, 24 envs every 4 steps, 8 plays per env per step). Needs `pip install -e ".[gpu]"`.
-# Every knob: an environment variable below or a Hydra override appended to the command line.
+# The paper's schedule (400 steps, 24 envs every 4 steps, 8 plays per env per step). Needs Python 3.12 and the GPU
+# install of docs/gpu.md. Every knob: an environment variable below or a Hydra override appended to the command line.
 set -xeuo pipefail
 cd "$(dirname "$0")/.."
+source examples/lib/launch.sh
 
 # Paths
 MODEL_PATH=${MODEL_PATH:-Qwen/Qwen3-8B}
@@ -30,6 +31,15 @@ TURN_TOKENS=${TURN_TOKENS:-8192}
 EXPERIMENT=${EXPERIMENT:-spade-8b-$SETTING}
 LR=${LR:-1e-6}
 GEN_TP=${GEN_TP:-2}
+# Sandbox slots per agent-loop worker (spade.sandbox.max_workers); the worker count follows from it (launch.sh).
+SANDBOX_SLOTS=${SANDBOX_SLOTS:-256}
+AGENT_WORKERS=$(spade_agent_workers $((AGENT_ROWS + ENVS_PER_REGEN)) "$ENVS_PER_REGEN" "$N" "$PLAYS_PER_ARM" \
+    "$SANDBOX_SLOTS" "${AGENT_WORKERS:-}")
+# Chat template: Qwen3-8B thinks by default; off until the thinking mode of "Thinking agents" exists.
+ENABLE_THINKING=${ENABLE_THINKING:-false}
+# Checkpoints: every SAVE_FREQ steps, the last KEEP_CKPTS kept; each holds HF weights for spade-eval
+SAVE_FREQ=${SAVE_FREQ:-16}
+KEEP_CKPTS=${KEEP_CKPTS:-2}
 
 CONFIG_NAME=spade_trainer
 OVERRIDES=(
@@ -39,6 +49,7 @@ OVERRIDES=(
     reward.reward_kwargs.designer.variant="$REWARD_VARIANT"
     data.train_batch_size=$((AGENT_ROWS + ENVS_PER_REGEN))
     data.max_prompt_length="$MAX_PROMPT" data.max_response_length="$MAX_RESPONSE" data.filter_overlong_prompts=false
+    ++data.apply_chat_template_kwargs.enable_thinking="$ENABLE_THINKING"
     actor_rollout_ref.model.path="$MODEL_PATH" actor_rollout_ref.model.enable_gradient_checkpointing=true
     algorithm.adv_estimator=grpo algorithm.norm_adv_by_std_in_grpo=false algorithm.use_kl_in_reward=false
     actor_rollout_ref.actor.optim.lr="$LR" actor_rollout_ref.actor.optim.weight_decay=0.1
@@ -50,11 +61,15 @@ OVERRIDES=(
     actor_rollout_ref.rollout.tensor_model_parallel_size="$GEN_TP" actor_rollout_ref.rollout.gpu_memory_utilization=0.7
     actor_rollout_ref.rollout.temperature=0.6 actor_rollout_ref.rollout.top_p=0.95
     actor_rollout_ref.rollout.prompt_length="$MAX_PROMPT" actor_rollout_ref.rollout.response_length="$MAX_RESPONSE"
+    actor_rollout_ref.rollout.max_model_len=$((MAX_PROMPT + MAX_RESPONSE))
+    actor_rollout_ref.rollout.agent.num_workers="$AGENT_WORKERS" ++spade.sandbox.max_workers="$SANDBOX_SLOTS"
     actor_rollout_ref.rollout.calculate_log_probs=true
     actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=true actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=40960
     trainer.nnodes="$NNODES" trainer.n_gpus_per_node="$GPUS_PER_NODE"
-    trainer.total_training_steps="$STEPS" trainer.save_freq=16 trainer.default_local_dir="$RUN_DIR/ckpt"
+    trainer.total_training_steps="$STEPS" trainer.default_local_dir="$RUN_DIR/ckpt"
+    trainer.save_freq="$SAVE_FREQ" trainer.max_actor_ckpt_to_keep="$KEEP_CKPTS"
+    # HF weights in global_step_N/actor/huggingface (FSDP gathers them on rank 0 at each save)
+    actor_rollout_ref.actor.checkpoint.save_contents='[model,optimizer,extra,hf_model]'
     trainer.logger='["console","wandb"]' trainer.project_name=spade trainer.experiment_name="$EXPERIMENT"
 )
-source examples/lib/launch.sh
 spade_launch "$@"

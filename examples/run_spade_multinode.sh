@@ -2,15 +2,32 @@
 # SPADE on several nodes: submit the 30B Megatron launcher as a Ray job to a running cluster
 # (`ray start --head` on the first node, `ray start --address=<head>:6379` on the others).
 # RAY_ADDRESS points at the head's dashboard; NNODES and GPUS_PER_NODE describe the cluster.
+# RUN_DIR (checkpoints, memory, metrics) and CORPUS are required, as absolute paths on storage that every node
+# mounts at the same place: the job runs in Ray's temporary per-node copy of this directory (--working-dir), so a
+# relative or node-local path would split the checkpoints across nodes and lose them on resume.
+# Every knob of run_spade_30b.sh set here (MODEL_PATH, STEPS, ...) is passed on to the job; Hydra overrides too.
 set -xeuo pipefail
 cd "$(dirname "$0")/.."
+source examples/lib/launch.sh
 
 RAY_ADDRESS=${RAY_ADDRESS:-http://127.0.0.1:8265}
 NNODES=${NNODES:-2}
 GPUS_PER_NODE=${GPUS_PER_NODE:-8}
+spade_require_absolute "on storage that every node mounts at the same place" RUN_DIR CORPUS
+
+# The job's environment: the cluster shape and every variable the 30B launcher reads that is set here.
+JOB_ENV=(NNODES="$NNODES" GPUS_PER_NODE="$GPUS_PER_NODE")
+for knob in $(sed -n 's/^\([A-Z][A-Z0-9_]*\)=.*/\1/p' examples/run_spade_30b.sh | sort -u); do
+    case "$knob" in NNODES | GPUS_PER_NODE | CONFIG_NAME | OVERRIDES) continue ;; esac
+    if [ -n "${!knob+set}" ]; then JOB_ENV+=("$knob=${!knob}"); fi
+done
+SUBMIT=(ray job submit --address="$RAY_ADDRESS" --working-dir . --
+    env "${JOB_ENV[@]}" bash examples/run_spade_30b.sh "$@")
 if [ "${DRY_RUN:-0}" = "1" ]; then
-    NNODES="$NNODES" GPUS_PER_NODE="$GPUS_PER_NODE" bash examples/run_spade_30b.sh "$@"
+    echo "== submit (DRY_RUN) =="
+    printf '%q ' "${SUBMIT[@]}"
+    echo
+    env "${JOB_ENV[@]}" bash examples/run_spade_30b.sh "$@"
     exit 0
 fi
-ray job submit --address="$RAY_ADDRESS" --working-dir . \
-    -- env NNODES="$NNODES" GPUS_PER_NODE="$GPUS_PER_NODE" bash examples/run_spade_30b.sh "$@"
+"${SUBMIT[@]}"

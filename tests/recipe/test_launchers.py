@@ -17,12 +17,18 @@ from verl.utils.config import omega_conf_to_dataclass, validate_config
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG_DIR = str(ROOT / "recipe" / "spade" / "config")
-SCRIPTS = sorted(p.name for p in (ROOT / "examples").glob("run_spade_*.sh"))
+EXAMPLES = ROOT / "examples"
+# Every launcher under examples/ (examples/lib holds the shared shell and Python helpers, not launchers).
+SCRIPTS = sorted(
+    str(p.relative_to(EXAMPLES)) for p in EXAMPLES.rglob("*.sh") if p.relative_to(EXAMPLES).parts[0] != "lib"
+)
+# The multinode launcher requires absolute paths on shared storage; every launcher accepts them.
+SHARED = {"RUN_DIR": "/shared/spade-run", "CORPUS": "/shared/corpus.jsonl"}
 
 
 def dry_run(script: str, *extra: str, **env: str) -> tuple[str, list[str]]:
     out = subprocess.run(
-        ["bash", str(ROOT / "examples" / script), *extra],
+        ["bash", str(EXAMPLES / script), *extra],
         capture_output=True, text=True, timeout=60, env={**os.environ, "DRY_RUN": "1", **env},
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
@@ -40,12 +46,12 @@ def composed(config_name: str, overrides: list[str]):
 
 def test_there_is_a_launcher_for_each_use():
     assert {"run_spade_30b.sh", "run_spade_8b.sh", "run_spade_4b.sh", "run_spade_fixed_env.sh",
-            "run_spade_multinode.sh", "run_spade_tiny_cpu.sh"} <= set(SCRIPTS)  # fmt: skip
+            "run_spade_multinode.sh", "run_spade_tiny_cpu.sh", "gpu_smoke.sh"} <= set(SCRIPTS)  # fmt: skip
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_launcher_composes_and_validates(script):
-    config_name, overrides = dry_run(script)
+    config_name, overrides = dry_run(script, **SHARED)
     cfg = composed(config_name, overrides)
     assert cfg.data.train_batch_size == cfg.spade.agent_rows_per_step + cfg.spade.envs_per_regen
     assert not any(o.startswith(("reward_model.", "custom_reward_function")) for o in overrides), "legacy keys"
