@@ -129,3 +129,15 @@ def test_ctrl_c_keeps_the_samples_that_finish_in_flight(stub_openai, tmp_path: P
     lines = (tmp_path / "aime25.jsonl").read_text().splitlines()
     assert len(lines) == len(run.records) == len(server.requests)  # every answered sample was kept
     assert 2 < len(run.records) < 60
+
+
+def test_a_reasoning_gym_scorer_that_runs_away_is_killed_and_counted_wrong(stub_openai, tmp_path):
+    """simple_integration's scorer expands ``10**10**10`` for minutes; the episode scores 0 and says why."""
+    suite = ReasoningGymSuite("rg_math", tasks=["simple_integration"], turns=1)
+    suite.score_timeout_s = 2.0
+    entry = suite.instance(suite.load(None)[0], 0, 1)[1]
+    assert suite.score("simple_integration", str(entry["answer"]), entry) == (1.0, False)
+    client = ChatClient(stub_openai(lambda body: {"content": r"\boxed{10**10**10}"}).base_url, "m", max_retries=0)
+    run = run_suite(suite, client, tmp_path, sampling=Sampling(n_samples=1, max_tokens=64), progress=None)
+    (record,) = run.records
+    assert run.complete and record.score == 0.0 and record.detail["scorer_timeout"] == 1
