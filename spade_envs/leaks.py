@@ -15,18 +15,21 @@ which tell instance values from constants of the game):
 
 1. *the final answer* -- what the last answer-bearing action submits (``report 7`` -> ``7``; ``set Crimson``
    before a closing ``submit`` -> ``Crimson``; a bare ``Brennan`` or ``3 4``) leaks, unless it is the same on
-   every vetted seed *and* shown in the observation (then it is part of the setting: ``unlock door``);
+   every vetted seed *and* shown in the observation (part of the setting: ``unlock door``), or it is also the
+   argument of an earlier move every seed makes (``open 2`` before ``report 2``: the hint may name curtain 2), or
+   it is shown and the hint names the answers of the other seeds too (listing every suspect singles none out);
 2. *hidden instance values* -- any other value of the solution (a number of 2+ digits, a word of 2+ characters
    that is not a common or command word, a compound such as ``banjo=2``) leaks when it is not shown in the
    observation and not the same on every vetted seed (the first guess ``50`` of every binary search is approach);
-3. *the move sequence* -- three or more consecutive moves of a solution that differs between seeds.
+3. *the move sequence* -- four or more consecutive moves of a solution that differs between seeds.
 
 A one-token final move (``drop``, ``north``) is a move, not an answer. Blind spots: answers paraphrased in words
 (``banjo is in house two``) and partial information (one digit of four).
 
 **Tool use** (the player sees the request and the tool interface): any concrete value of the instance leaks --
 an argument of a solution tool call, the final answer, a number or a name inside an answer sentence
-(``The balance is $1,234.56``), or any of ``initial_values`` -- unless it is too generic to tell (a number below
+(``The balance is $1,234.56``), the number inside an id (``5512`` of ``ORD-5512``), the file name of a path, or
+any of ``initial_values`` -- unless it is too generic to tell (a number below
 10, a string under 3 characters, a common word) or shown in the tool interface (pass ``json.dumps(env.tools())``
 as ``visible_text``; not the request: tool-use hints must use placeholders such as ``<order_id>`` even for values
 the request states).
@@ -42,7 +45,15 @@ from typing import Any
 from spade_envs.spec import SETTINGS
 from spade_envs.tooluse import parse_agent_text
 
-__all__ = ["COMMON_WORDS", "check_setting", "hint_leaks", "tokens", "tool_call_values"]
+__all__ = [
+    "COMMON_WORDS",
+    "check_setting",
+    "classify_case",
+    "hint_leaks",
+    "leak_check_scores",
+    "tokens",
+    "tool_call_values",
+]
 
 #: Words too common to count as a leak: English function words, and command and answer words every game uses.
 COMMON_WORDS = frozenset(
@@ -56,7 +67,7 @@ COMMON_WORDS = frozenset(
 FINISH_WORDS = frozenset({"submit", "done", "confirm", "finish", "end", "ok", "yes", "send", "check", "answer"})
 #: Words a hint may put between the parts of a value without hiding it (``2, 5 and 7``; ``go to 3 4``).
 FILLER = frozenset({"and", "then", "to", "the", "a", "an", "of", "is", "are", "at", "next", "finally", "after"})
-SEQUENCE_MOVES = 3
+SEQUENCE_MOVES = 4
 
 _TOKEN = re.compile(r"\d+(?:\.\d+)?|[^\W\d_]+")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
@@ -178,8 +189,12 @@ def _game_leak(hint: _Hint, actions: list[str], visible: Seq, others: list[list[
 
     answer = _final_answer(actions)
     if answer is not None and hint.says(answer):
-        constant = others is not None and all(_final_answer(o) == answer for o in others)
-        if not (constant and shown(answer)):
+        other_answers = [_final_answer(o) for o in others] if others is not None else []
+        setting = others is not None and all(a == answer for a in other_answers) and shown(answer)
+        steps = set.intersection(*({tokens(" ".join(_arguments(a))) for a in s[:-1]} for s in [actions, *others])) \
+            if others is not None else set()  # fmt: skip
+        names_all = shown(answer) and bool(other_answers) and all(a is None or hint.says(a) for a in other_answers)
+        if not (setting or (answer in steps and not shown(answer)) or names_all):
             return f"the hint contains {' '.join(answer)!r}, the final answer"
     other_values = [_values(o) for o in others] if others is not None else None
     for value in sorted(_values(actions)):
@@ -251,10 +266,13 @@ def _sentence_parts(value: str) -> set[str]:
 
 
 def _tool_leak(hint: _Hint, values: set[str], visible: Seq) -> str | None:
-    candidates = set(values)
+    derived: set[str] = set()
     for value in values:
-        candidates |= _sentence_parts(value)
-    for value in sorted(candidates):
+        derived |= _sentence_parts(value)
+        if "/" in value.strip("/"):
+            derived.add(value.rstrip("/").rsplit("/", 1)[-1])  # a path's file name
+        derived |= {t for t in re.findall(r"\d{3,}", value) if t != value}  # an id's number: ORD-5512 -> 5512
+    for value in [*sorted(values), *sorted(derived - values)]:  # whole values first: they name the leak best
         seq = tokens(value)
         if not seq:
             continue
@@ -305,3 +323,45 @@ def hint_leaks(
         return _game_leak(parsed, actions, visible, others)
     values = tool_call_values(actions) | {str(v).strip() for v in initial_values or () if str(v).strip()}
     return _tool_leak(parsed, values, visible)
+
+
+def classify_case(case: dict[str, Any]) -> str | None:
+    """Run the check as hint vetting does on a labelled case (``tests/spade_envs/data/leak_cases.json``).
+
+    The hint is flagged when it leaks on any of the case's instances; for games the other instances are passed
+    as ``other_solutions``, for tool use ``tools`` is the visible interface.
+    """
+    instances = case["instances"]
+    for i, instance in enumerate(instances):
+        if case["setting"] == "games":
+            others = [other["solution"] for j, other in enumerate(instances) if j != i]
+            why = hint_leaks(case["hint"], "games", solution_actions=instance["solution"],
+                             visible_text=instance["observation"], other_solutions=others)  # fmt: skip
+        else:
+            why = hint_leaks(case["hint"], "tool_use", solution_actions=instance["solution"],
+                             initial_values=instance.get("initial_values"), visible_text=case["tools"])  # fmt: skip
+        if why is not None:
+            return why
+    return None
+
+
+def leak_check_scores(cases: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Precision and recall of the check on labelled cases, overall and per setting, with the misclassified ids."""
+    out: dict[str, Any] = {}
+    tallies: dict[str, dict[str, Any]] = {}
+    for case in cases:
+        flagged = classify_case(case) is not None
+        for key in ("all", case["setting"]):
+            t = tallies.setdefault(key, {"tp": 0, "fp": 0, "fn": 0, "tn": 0, "missed": [], "false_alarms": []})
+            kind = ("tp" if flagged else "fn") if case["leak"] else ("fp" if flagged else "tn")
+            t[kind] += 1
+            if kind == "fn":
+                t["missed"].append(case["id"])
+            elif kind == "fp":
+                t["false_alarms"].append(case["id"])
+    for key, t in tallies.items():
+        t["precision"] = t["tp"] / (t["tp"] + t["fp"]) if t["tp"] + t["fp"] else 1.0
+        t["recall"] = t["tp"] / (t["tp"] + t["fn"]) if t["tp"] + t["fn"] else 1.0
+        t["cases"] = t["tp"] + t["fp"] + t["fn"] + t["tn"]
+        out[key] = t
+    return out
