@@ -81,3 +81,32 @@ def test_run_lets_a_scripted_model_play_a_game_and_a_tool_env(capsys, stub_opena
         if hint:
             assert "HINT: look things up first" in server.requests[0]["messages"][1]["content"]
             assert server.requests[0]["tools"]
+
+
+CORRIDOR = """
+class CorridorEnv:
+    max_turns = 40
+
+    def reset(self, seed=None):
+        self.pos = 0
+        return "Walk to cell 30: reply walk.", {}
+
+    def step(self, action):
+        self.pos += action.strip() == "walk"
+        done = self.pos >= 30
+        return ("Out!" if done else f"Cell {self.pos}."), float(done), done, False, {}
+
+    def solution(self):
+        return ["walk"] * 30
+"""
+
+
+def test_validate_plays_with_the_training_turn_cap(capsys, tmp_path):
+    path = tmp_path / "corridor.py"
+    path.write_text(CORRIDOR)
+    assert main(["validate", str(path)]) == 1
+    assert "solution_too_long" in capsys.readouterr().out
+    assert main(["validate", str(path), "--max-turns", "40", "--seed", "3", "--key", "k", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["max_turns"] == 40 and report["run_seed"] == 3 and report["key"] == "k"
+    assert len(report["seeds"]) == 3 and len(report["probe_seeds"]) == 2

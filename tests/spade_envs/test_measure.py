@@ -181,3 +181,53 @@ def test_unpaired_seeds_compares_every_arm_seed_by_seed():
     assert unpaired_seeds(seeds, ["a", "b", "c"], ["a", "b", "c"], {5: "a", 6: "b", 7: "c"}) == []
     assert unpaired_seeds(seeds, ["a", "b", "c"], ["a", "x", "c"]) == [6]
     assert unpaired_seeds(seeds, {5: "a"}, ["z", "b", "c"]) == [5]
+
+
+SET_ENV = """
+import random
+
+DOORS = {"amber", "birch", "cedar", "delta", "ember", "flint", "grove", "heron"}
+
+
+class DoorsEnv:
+    max_turns = 3
+
+    def reset(self, seed=None):
+        self.rng = random.Random(seed)
+        self.order = list(DOORS)  # set iteration order: decided by the string-hash seed of the process
+        self.secret = self.rng.choice(self.order)
+        return "Doors, left to right: " + ", ".join(self.order) + ". Open one with open NAME.", {}
+
+    def step(self, action):
+        if action.strip() == "open " + self.secret:
+            return "Treasure!", 1.0, True, False, {}
+        return "Empty.", 0.0, True, False, {}
+
+    def solution(self):
+        return ["open " + self.secret]
+"""
+
+
+def test_an_env_iterating_a_set_is_the_same_instance_in_every_worker(pool):
+    from spade_envs.episode import do_nothing_policy, play
+    from spade_envs.sandbox import RemoteEnv
+    from spade_envs.validate import validate_source
+
+    seen = set()
+    for _worker in range(5):
+        env = RemoteEnv(SET_ENV, pool)
+        try:
+            plays = [play(env, do_nothing_policy("games"), seed, setting="games") for seed in range(4)]
+            seen.add(tuple((p.first_obs_hash, p.transcript_hash) for p in plays))
+        finally:
+            env.close()
+    assert len(seen) == 1
+    report = validate_source(SET_ENV, pool)
+    assert report.ok and "cross_worker" in report.checks, report
+
+
+def test_the_arms_of_a_set_iterating_env_are_paired(stub_openai, tmp_path, pool):
+    respond = responder(SET_ENV, agent=lambda body: {"content": "\\boxed{open amber}"})
+    (outcome,), _, _ = run_generate(stub_openai, tmp_path, pool, respond)
+    assert outcome.measured and outcome.failure is None, outcome.reason
+    assert outcome.no_hint == outcome.hinted  # the agent ignores the hint: paired arms agree seed by seed
