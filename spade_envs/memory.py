@@ -92,15 +92,16 @@ class EnvMemory:
 
     # ----- mutation ----------------------------------------------------------------------------------------
     def add(self, record: MemoryRecord) -> bool:
-        """Insert ``record``; ``False`` when it is not stored as a new record.
+        """Insert ``record``; ``False`` when it is not stored as a new record (a duplicate, or see below).
 
         A duplicate of a stored env (same AST hash) keeps the stored env's id; a played duplicate (``plays > 0``)
         replaces its win rate and regret (the latest measurement of the current agent counts), adds its plays and
         takes its status -- except that a duplicate with an env-failure status never overwrites a playable stored
         record (one failed re-measurement of code that played fine says more about that run than about the code;
         the designer sample was charged its penalty anyway). At capacity the least useful record is evicted:
-        lowest score (unplayable records first), then least recently played, then oldest -- the incoming record
-        included, so a record that would be evicted first is not stored at all and evicts nothing.
+        lowest score (unplayable records first), then least recently played, then oldest; an unplayable incoming
+        record is not stored when that would evict a playable one (``False``, nothing evicted). A playable record
+        is always stored, so ``False`` for a playable record always means a duplicate.
         """
         if record.env_id in self._slot:
             raise ValueError(f"env {record.env_id!r} is already in memory; use update_stats to re-score it")
@@ -116,15 +117,11 @@ class EnvMemory:
             return False
         if len(self._records) >= self.config.capacity:
             victim = self._eviction_slot()
-            if self._eviction_key(record) < self._eviction_key(self._records[victim]):
-                return False
+            if not record.playable and self._records[victim].playable:
+                return False  # an unplayable record never pushes out a playable one
             self._remove(victim)
         self._append(record)
         return True
-
-    def _eviction_key(self, r: MemoryRecord) -> tuple[float, int, int]:
-        """Eviction order of a record: lowest first (ties among stored records fall back to the lower slot)."""
-        return (self._score(r), r.last_played_step, r.created_step or 0)
 
     def update_stats(
         self, env_id: str, win_rate: float, regret: float | None, plays: int, step: int, status: str | None = None

@@ -459,7 +459,7 @@ def test_a_failed_duplicate_never_overwrites_a_playable_record():
     assert len(memory.sample_replay(1, 3, np.random.default_rng(0))) == 1
 
 
-def test_an_incoming_record_that_would_be_evicted_first_evicts_nothing():
+def test_an_unplayable_record_never_evicts_a_playable_one():
     memory = EnvMemory(MemoryConfig(capacity=2))
     memory.add(rec(0, win=0.5, regret=0.3))
     memory.add(rec(1, win=0.5, regret=0.1))
