@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import re
+import signal
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,12 +23,24 @@ from spade_envs.evaluation.scorer_pool import ScorerRaised, ScorerTimeout, share
 from spade_envs.evaluation.suite import MissingDependency
 from spade_envs.extract import split_thinking
 
-__all__ = ["MATH_TIMEOUT_S", "MathVerdict", "choice_letter", "extract_code", "last_boxed", "math_check", "math_equal"]
+__all__ = [
+    "MATH_TIMEOUT_S",
+    "PARSE_TIMEOUT_S",
+    "VERIFY_TIMEOUT_S",
+    "MathVerdict",
+    "choice_letter",
+    "extract_code",
+    "last_boxed",
+    "math_check",
+    "math_equal",
+]
 
 log = logging.getLogger(__name__)
 
-#: Hard deadline of one math-verify comparison (its own parse and verify alarms are 5 s each).
+#: Hard deadline of one math-verify comparison, for what the alarms below cannot interrupt (big integers in C).
 MATH_TIMEOUT_S = 30.0
+#: math-verify's default limits for parsing the answer and for comparing it, applied as alarms in the scorer process.
+PARSE_TIMEOUT_S = VERIFY_TIMEOUT_S = 5.0
 _MATH_PRELOAD = ("math_verify",)
 # Markup a model wraps its letter in; removed before looking for "Answer: X" (simple-evals' normalisation, widened).
 _WRAPPERS = re.compile(r"\*\*|__|\\boxed|\\textbf|\\text|\\mathrm|\\mathbf|\\\(|\\\)|\\\[|\\\]|\\\$|\$|[{}\[\]()]")
@@ -60,16 +73,41 @@ def _math_verify() -> Any:
     return math_verify
 
 
-def _verify_in_worker(boxed: str, gold: str) -> tuple[bool, str]:
-    """Runs in a scorer process: math-verify with its default timeouts (its alarms work in that main thread)."""
+class _Alarm(BaseException):
+    """Raised by the alarm in a scorer process; not an ``Exception``, so math-verify's handlers let it through."""
+
+
+def _under_alarm(seconds: float, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    def ring(_signum: int, _frame: Any) -> None:
+        raise _Alarm
+
+    previous = signal.signal(signal.SIGALRM, ring)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _verify_in_worker(boxed: str, gold: str) -> tuple[bool | None, str]:
+    """Runs in a scorer process: math-verify with its default 5 s parse and verify limits, as our own alarms.
+
+    Returns ``(None, answer)`` when an alarm rang (math-verify would return a silent ``False``), so that the caller
+    can log and mark the timeout; what no alarm can interrupt, the host kills.
+    """
     mv = _math_verify()
-    gold_parsed = mv.parse(f"${gold}$")
+    gold_parsed = mv.parse(f"${gold}$", parsing_timeout=None)
     if not gold_parsed:
         raise ValueError(f"math-verify cannot parse the reference answer {gold!r}")
-    pred = mv.parse(f"$\\boxed{{{boxed}}}$")
-    if not pred:
-        return False, ""
-    return bool(mv.verify(gold_parsed, pred)), str(pred[-1])
+    try:
+        pred = _under_alarm(PARSE_TIMEOUT_S, mv.parse, f"$\\boxed{{{boxed}}}$", parsing_timeout=None)
+        if not pred:
+            return False, ""
+        correct = _under_alarm(VERIFY_TIMEOUT_S, mv.verify, gold_parsed, pred, timeout_seconds=None)
+    except _Alarm:
+        return None, boxed[:200]
+    return bool(correct), str(pred[-1])
 
 
 @dataclass(frozen=True)
@@ -86,7 +124,8 @@ def math_check(response: str, gold: str, timeout_s: float | None = None) -> Math
 
     The gold answer is parsed as ``$gold$`` so that a bare ``204`` or ``\frac{1}{2}`` parses as math. A response
     without a complete box is wrong (a response cut off at the token limit has no final answer). A comparison that
-    overruns ``timeout_s`` (default :data:`MATH_TIMEOUT_S`) is killed, logged and counted wrong. An unparseable
+    overruns math-verify's 5 s limits, or ``timeout_s`` (default :data:`MATH_TIMEOUT_S`) where no alarm can stop
+    it, is logged, marked ``timed_out`` and counted wrong. An unparseable
     gold answer raises ``ValueError``.
     """
     timeout_s = MATH_TIMEOUT_S if timeout_s is None else timeout_s
@@ -96,9 +135,10 @@ def math_check(response: str, gold: str, timeout_s: float | None = None) -> Math
         return MathVerdict(False, "")
     try:
         correct, pred = shared_pool(_MATH_PRELOAD).call(_verify_in_worker, boxed, gold, timeout_s=timeout_s)
+        if correct is None:
+            raise ScorerTimeout("math-verify's 5 s limit")
     except ScorerTimeout:
-        log.warning("math-verify timed out after %g s on the answer %.200r (gold %r): counted wrong", timeout_s,
-                    boxed, gold)  # fmt: skip
+        log.warning("math-verify timed out on the answer %.200r (gold %r): counted wrong", boxed, gold)
         return MathVerdict(False, boxed[:200], timed_out=True)
     except ScorerRaised as exc:  # math-verify's own errors are the caller's (an unparseable gold answer)
         raise (exc.original if isinstance(exc.original, Exception) else exc) from None

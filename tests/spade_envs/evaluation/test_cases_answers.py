@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from spade_envs.evaluation import answers as answers_module
 from spade_envs.evaluation.answers import choice_letter, extract_code, math_check, math_equal
 
 # simple-evals' GPQA rule, restated: first match of this pattern, letter compared as written.
@@ -111,7 +112,7 @@ def test_a_huge_answer_is_killed_counted_wrong_and_does_not_freeze_other_threads
     finally:
         stop.set()
         thread.join()
-    assert all(not v.correct for v in verdicts)
+    assert all(not v.correct and v.timed_out for v in verdicts)
     assert math_check(r"\boxed{70}", "70").correct  # the pool still serves after a kill
     assert len(beats) > 50  # the heartbeat thread ran while the scorer was busy (no GIL freeze)
     gaps = [b - a for a, b in zip(beats, beats[1:])]
@@ -136,3 +137,9 @@ CODE_CASES = [  # LiveCodeBench: the lines between the last two lines that conta
 @pytest.mark.parametrize(("response", "code"), CODE_CASES)
 def test_code_extraction_follows_livecodebench(response, code):
     assert extract_code(response) == code
+
+
+def test_math_verify_s_own_limit_is_marked_as_a_timeout():
+    """Within the hard deadline, math-verify's 5 s limits still apply, and their timeouts are marked (not silent)."""
+    verdict = math_check(r"\boxed{70^{70^{70}}}", "70", timeout_s=60.0)
+    assert verdict == answers_module.MathVerdict(False, "70^{70^{70}}", timed_out=True)
