@@ -26,7 +26,16 @@ from typing import Any
 
 from spade_envs.errors import SpadeEnvError
 
-__all__ = ["ScorerError", "ScorerPool", "ScorerRaised", "ScorerTimeout", "read_frame", "shared_pool", "write_frame"]
+__all__ = [
+    "ScorerError",
+    "ScorerPool",
+    "ScorerRaised",
+    "SIZE_VARIABLE",
+    "ScorerTimeout",
+    "read_frame",
+    "shared_pool",
+    "write_frame",
+]
 
 _HEADER = struct.Struct("!Q")
 _ROOT = str(Path(__file__).resolve().parents[2])  # the directory that holds the spade_envs package
@@ -193,13 +202,29 @@ _DEFAULTS: dict[tuple[str, ...], ScorerPool] = {}
 _DEFAULTS_LOCK = threading.Lock()
 
 
+#: Environment variable that sets how many scorer processes each shared pool may run (default: CPUs, 2 to 8).
+SIZE_VARIABLE = "SPADE_EVAL_SCORER_PROCESSES"
+
+
+def _shared_size() -> int:
+    text = os.environ.get(SIZE_VARIABLE, "").strip()
+    if not text:
+        return max(2, min(8, os.cpu_count() or 2))
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"{SIZE_VARIABLE} must be a positive integer, got {text!r}")
+    return int(text)
+
+
 def shared_pool(preload: Sequence[str] = ()) -> ScorerPool:
-    """The process-wide pool for scorers that preload ``preload`` (started lazily, shut down at exit)."""
+    """The process-wide pool for scorers that preload ``preload`` (started lazily, shut down at exit).
+
+    Its size is :data:`SIZE_VARIABLE` if set (a trainer with many reward workers may want 1 or 2 per worker).
+    """
     key = tuple(preload)
     with _DEFAULTS_LOCK:
         pool = _DEFAULTS.get(key)
         if pool is None or pool._closed:
-            pool = _DEFAULTS[key] = ScorerPool(size=max(2, min(8, os.cpu_count() or 2)), preload=key)
+            pool = _DEFAULTS[key] = ScorerPool(size=_shared_size(), preload=key)
         return pool
 
 

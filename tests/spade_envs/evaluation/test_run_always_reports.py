@@ -141,3 +141,13 @@ def test_a_reasoning_gym_scorer_that_runs_away_is_killed_and_counted_wrong(stub_
     run = run_suite(suite, client, tmp_path, sampling=Sampling(n_samples=1, max_tokens=64), progress=None)
     (record,) = run.records
     assert run.complete and record.score == 0.0 and record.detail["scorer_timeout"] == 1
+
+
+def test_the_shared_pool_size_is_configurable(monkeypatch):
+    from spade_envs.evaluation import scorer_pool
+
+    monkeypatch.setenv(scorer_pool.SIZE_VARIABLE, "3")
+    assert scorer_pool._shared_size() == 3
+    monkeypatch.setenv(scorer_pool.SIZE_VARIABLE, "0")
+    with pytest.raises(ValueError, match="SPADE_EVAL_SCORER_PROCESSES must be a positive integer"):
+        scorer_pool._shared_size()
