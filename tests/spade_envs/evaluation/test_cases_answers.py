@@ -1,5 +1,7 @@
 """Case tables: our AIME, GPQA and code extraction against the official scorers' rules, case by case.
 
+Each AIME row holds what the reference implementation's AIME scorer decides (restated below) next to ours.
+
 Each GPQA row holds what simple-evals' GPQA scorer decides (the first ``Answer: X`` match of its regex, compared
 case-sensitively) and what we decide; rows where they differ carry the reason documented in docs/evaluation.md.
 """
@@ -68,31 +70,54 @@ def test_gpqa_letter_matches_simple_evals_or_a_documented_difference(response, g
     assert (official == ours) is (reason is None), f"simple-evals says {official}; reason {reason}"
 
 
-MATH_CASES = [  # response, gold, correct: the last complete \boxed{} under math-verify's defaults
-    (r"\boxed{70}", "70", True),
-    (r"$\boxed{70}$.", "70", True),
-    (r"\boxed{033}", "33", True),
-    (r"\boxed{\dfrac{140}{2}}", "70", True),
-    (r"\boxed{35\cdot 2}", "70", True),
-    (r"\boxed{70.0}", "70", True),
-    (r"\boxed{1,000}", "1000", True),
-    (r"\boxed{71}", "70", False),
-    (r"answer \boxed{5} and finally \boxed{70}", "70", True),
-    (r"\boxed{70} wait no \boxed{71", "70", True),  # the unclosed box is not an answer
-    (r"\boxed {70}", "70", True),
+# The reference implementation's AIME rule, restated: the last \boxed{...} without nested braces, math-verify at its
+# defaults on "\boxed{pred}" against "\boxed{gold}"; no box is wrong.
+_REFERENCE_BOX = re.compile(r"\\boxed\{([^{}]+)\}")
+
+
+def _reference_correct(response: str, gold: str) -> bool:
+    import math_verify
+
+    found = _REFERENCE_BOX.findall(response)
+    if not found:
+        return False
+    return bool(
+        math_verify.verify(math_verify.parse(f"\\boxed{{{gold}}}"), math_verify.parse(f"\\boxed{{{found[-1]}}}"))
+    )
+
+
+BOX = "box"  # docs: box forms the reference's regex misses (nested braces, a space before the brace)
+MATH_CASES = [  # response, gold, our verdict, reason when it differs from the reference implementation
+    (r"\boxed{70}", "70", True, None),
+    (r"$\boxed{70}$.", "70", True, None),
+    (r"\boxed{033}", "33", True, None),
+    (r"\boxed{\dfrac{140}{2}}", "70", True, BOX),
+    (r"\boxed{\frac{1}{2}}", "0.5", True, BOX),
+    (r"\boxed{35\cdot 2}", "70", True, None),
+    (r"\boxed{70.0}", "70", True, None),
+    (r"\boxed{1,000}", "1000", True, None),
+    (r"\boxed{70^\circ}", "70", True, None),
+    (r"\boxed{71}", "70", False, None),
+    (r"\boxed{70.}", "70", False, None),
+    (r"\boxed{5, 70}", "70", False, None),
+    (r"answer \boxed{5} and finally \boxed{70}", "70", True, None),
+    (r"\boxed{70} wait no \boxed{71", "70", True, None),  # the unclosed box is not an answer
+    (r"\boxed {70}", "70", True, BOX),
     # no box, no answer: a response cut off at max_tokens whose last expression equals the gold is wrong
-    ("The answer is 70.", "70", False),
-    ("... so far we have m+n = 70", "70", False),
-    (r"\fbox{70}", "70", False),
-    (r"\boxed70", "70", False),
-    (r"<think>\boxed{70}</think> so the answer is 13", "70", False),  # a box inside the reasoning is not final
-    (r"<think>draft \boxed{12}</think> final \boxed{13}", "13", True),
+    ("The answer is 70.", "70", False, None),
+    ("... so far we have m+n = 70", "70", False, None),
+    (r"\fbox{70}", "70", False, None),
+    (r"\boxed70", "70", False, None),
+    (r"<think>\boxed{70}</think> so the answer is 13", "70", False, THINK),  # a box in the reasoning is not final
+    (r"<think>draft \boxed{12}</think> final \boxed{13}", "13", True, None),
 ]
 
 
-@pytest.mark.parametrize(("response", "gold", "correct"), MATH_CASES)
-def test_aime_scores_the_last_boxed_answer_with_math_verify(response, gold, correct):
+@pytest.mark.parametrize(("response", "gold", "correct", "reason"), MATH_CASES)
+def test_aime_scores_the_last_boxed_answer_with_math_verify(response, gold, correct, reason):
     assert math_equal(response, gold)[0] is correct
+    official = _reference_correct(response, gold)
+    assert (official == correct) is (reason is None), f"the reference says {official}; reason {reason}"
 
 
 def test_a_huge_answer_is_killed_counted_wrong_and_does_not_freeze_other_threads(caplog):
