@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from spade_envs.errors import SpadeEnvError
 from spade_envs.evaluation.records import Item, SampleRecord, Sampling
 from spade_envs.evaluation.suite import Suite
 from spade_envs.llm import ChatClient, ChatError
@@ -126,7 +127,8 @@ class _Progress:
 
 
 def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"[:1000]
+    """Our own typed errors carry a full sentence; anything else is named by its type."""
+    return (str(exc) if isinstance(exc, SpadeEnvError) else f"{type(exc).__name__}: {exc}")[:1000]
 
 
 def run_suite(
