@@ -92,8 +92,12 @@ class _Worker:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (_ROOT, os.environ.get("PYTHONPATH")) if p))
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "spade_envs.evaluation.scorer_worker", *preload],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=_ROOT,
-        )  # fmt: skip
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            cwd=_ROOT,
+            start_new_session=True,
+        )  # fmt: skip  (own session: a Ctrl-C meant for the run must not kill a call in flight)
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.to_fd, self.from_fd = self.proc.stdin.fileno(), self.proc.stdout.fileno()
         try:

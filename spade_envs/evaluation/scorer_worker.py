@@ -12,12 +12,14 @@ import importlib
 import logging
 import os
 import pickle
+import signal
 import sys
 
 from spade_envs.evaluation.scorer_pool import read_frame, write_frame
 
 
 def _serve(preload: list[str]) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the host decides; it exits on EOF when the host is gone
     out_fd = os.dup(1)
     os.dup2(2, 1)  # stray prints go to stderr, never into the protocol pipe
     in_fd = sys.stdin.fileno()
