@@ -25,21 +25,20 @@ that blocks it. Differences from LiveCodeBench are listed in ``docs/evaluation.m
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
 from spade_envs.sandbox import RemoteEnv, SandboxConfig, SandboxError, WorkerPool
 
 __all__ = ["CODE_SANDBOX", "PREAMBLE", "RUNNER_SOURCE", "ProgramTest", "outputs_match", "run_program"]
 
-_CODE_LIMITS = {
-    "call_timeout_s": 12.0, "soft_timeout_s": 6.0, "memory_mb": 2048, "episode_cpu_s": 1800, "episode_wall_s": 3600.0,
-    "max_request_bytes": 256 << 20, "max_response_bytes": 256 << 20, "max_observation_chars": 128 << 20,
-    "max_episode_observation_chars": 1 << 31, "pool_size": 2, "preload_numpy": True,
-}  # fmt: skip
-#: Limits for judging programs: 6 s per test (LiveCodeBench's), 2 GiB, large inputs and outputs, long episodes.
-#: Only the limits this sandbox version knows are passed (its config grows over time).
-CODE_SANDBOX = SandboxConfig(**{k: v for k, v in _CODE_LIMITS.items() if k in {f.name for f in fields(SandboxConfig)}})
+#: Limits for judging programs: 6 s per test (LiveCodeBench's), 2 GiB, large inputs and outputs, and a whole
+#: program's tests may take up to an hour of wall time (LiveCodeBench limits only each test).
+CODE_SANDBOX = SandboxConfig(
+    call_timeout_s=12.0, soft_timeout_s=6.0, memory_mb=2048, episode_cpu_s=1800, episode_wall_s=3600.0,
+    max_request_bytes=256 << 20, max_response_bytes=256 << 20, max_observation_chars=128 << 20,
+    max_episode_observation_chars=1 << 31, pool_size=2, preload_numpy=True,
+)  # fmt: skip
 
 _STAR = ("string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math", "random", "statistics",
          "itertools", "functools", "operator", "io", "sys", "json", "builtins", "typing")  # fmt: skip
