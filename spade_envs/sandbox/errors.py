@@ -20,12 +20,14 @@ __all__ = [
     "SandboxUnavailable",
 ]
 
-#: Every ``code`` a :class:`SandboxError` raised by the sandbox itself can carry, with its meaning. ``EnvRaised``
-#: also carries the loader's codes (``syntax_error``, ``no_env_class``, ...) and the contract's (``bad_types``,
-#: ``nonfinite_reward``) unchanged.
+#: Every ``code`` a :class:`SandboxError` can carry, with its meaning; ``EnvRaised`` may also carry the loader's
+#: codes from :data:`spade_envs.failures.FAILURE_CODES`. A worker's reply naming any other code reads ``exception``.
 SANDBOX_FAILURE_CODES: dict[str, str] = {
-    # EnvRaised
+    # EnvRaised (also with the loader's codes of spade_envs.failures, e.g. syntax_error, no_env_class)
     "exception": "env code raised an exception",
+    "bad_types": "env code returned something of the wrong type or shape, or text that is not valid Unicode",
+    "nonfinite_reward": "env code returned a NaN or infinite reward",
+    "hardening_failed": "the worker could not apply its isolation level (reported at start-up)",
     # EnvTimeout
     "soft_timeout": "the in-worker alarm interrupted a call (the worker survives)",
     "call_timeout": "a call did not answer before the host's deadline; the worker was killed",

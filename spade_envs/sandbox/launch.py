@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import queue
+import shutil
 import site
 import subprocess
 import sys
@@ -77,7 +78,7 @@ def bwrap_prefix(scratch: str, scratch_mounted: bool = True, scratch_mb: int = 0
     it, or let env code write beside them if mounted first. TMPDIR points at scratch instead (worker.py). When
     the host could not put a limited tmpfs on scratch, bubblewrap mounts one of ``scratch_mb`` MiB there.
     """
-    args = ["bwrap", "--unshare-all", "--die-with-parent", "--cap-drop", "ALL", "--clearenv"]
+    args = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--die-with-parent", "--cap-drop", "ALL", "--clearenv"]
     args += ["--setenv", "PYTHONHASHSEED", HASH_SEED]
     for link in ("/lib", "/lib64", "/bin", "/sbin"):
         if os.path.islink(link):

@@ -18,9 +18,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from spade_envs.failures import FAILURE_CODES
 from spade_envs.sandbox import protocol
+from spade_envs.sandbox.cgroups import PidsCgroup, pids_root
 from spade_envs.sandbox.config import SandboxConfig
 from spade_envs.sandbox.errors import (
+    SANDBOX_FAILURE_CODES,
     EnvCrashed,
     EnvRaised,
     EnvTimeout,
@@ -81,6 +84,7 @@ class Worker:
         self._seq = 0
         self._buffer = b""
         self._fds: list[int] = []
+        self._cgroup: PidsCgroup | None = None
         try:
             self._scratch = Scratch(config.scratch_mb, config.scratch_files)
         except OSError as exc:
@@ -123,6 +127,10 @@ class Worker:
         cmd, env = python_command(json.dumps(worker_cfg))
         if level == "bwrap":  # bwrap starts with an empty environment (/proc/1/environ shows it) and sets the child's
             cmd, env = bwrap_prefix(self.scratch, self._scratch.mounted, config.scratch_mb) + cmd, {}
+        root = pids_root()
+        if root is not None:  # a process/thread cap that also binds a worker running as (mapped) host root
+            self._cgroup = PidsCgroup(root, config.processes)
+            cmd = self._cgroup.wrap(cmd)
         try:
             self.proc = spawn(
                 cmd, pass_fds=(req_r, resp_w), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -194,8 +202,10 @@ class Worker:
             if view:
                 left = deadline - time.monotonic()
                 if left <= 0 or not self._write_poller.poll(max(1, int(left * 1000))):
-                    self._fail(EnvTimeout(f"{op}: the worker did not take the request in time; it was killed",
-                                          code=timeout_code))  # fmt: skip
+                    code = timeout_code if timeout_code == "episode_wall_budget" else "write_timeout"
+                    self._fail(
+                        EnvTimeout(f"{op}: the worker did not take the request in time; it was killed", code=code)
+                    )
 
     def _read_reply(self, seq: int, deadline: float, op: str, timeout_code: str) -> Any:
         cap = self.config.max_response_bytes
@@ -231,7 +241,7 @@ class Worker:
             except BadReply as exc:
                 self._fail(ProtocolViolation(f"invalid {op} result from the worker: {exc}"[:2000]))
         kind, code, error = reply.get("kind"), reply.get("code"), str(reply.get("error", ""))[:4000]
-        code = code if isinstance(code, str) and code.isidentifier() and len(code) <= 64 else None
+        code = code if isinstance(code, str) and (code in SANDBOX_FAILURE_CODES or code in FAILURE_CODES) else None
         if kind == "timeout":
             raise EnvTimeout(f"{op}: {error}", code="soft_timeout")
         if kind == "too_large":
@@ -286,6 +296,8 @@ class Worker:
             except OSError:
                 pass
         self._fds = []
+        if self._cgroup is not None:
+            self._cgroup.remove()
         self._scratch.remove()
         reap_orphans()
 

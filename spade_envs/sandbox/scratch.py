@@ -19,6 +19,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+from spade_envs.sandbox.cgroups import sweep_stale_cgroups
+
 __all__ = ["PREFIX", "Scratch", "remove_tree", "sweep_stale"]
 
 PREFIX = "spade-env-"
@@ -153,4 +155,5 @@ def sweep_stale(tmp: str | None = None) -> int:
         _libc.umount2(str(path).encode(), _MNT_DETACH)
         remove_tree(str(path))
         removed += 1
+    sweep_stale_cgroups()
     return removed

@@ -72,6 +72,7 @@ def _harden(cfg: dict[str, Any], hardening: Any) -> None:
     hardening.apply_rlimits(limits["memory_mb"], limits["cpu_s"], limits["file_size_mb"], limits["open_files"], nproc)
     if level == "landlock":
         hardening.restrict_filesystem(cfg["read_only"], [cfg["scratch"], "/dev/null"])
+    _die_with_host(cfg.get("host_pid"))  # again: changing the uid cleared the parent-death signal
     hardening.load_seccomp()
 
 

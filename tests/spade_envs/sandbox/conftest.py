@@ -40,7 +40,11 @@ class Processes:
     @staticmethod
     def children(pid: int) -> list[int]:
         kids: list[int] = []
-        for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        try:
+            tasks = list(Path(f"/proc/{pid}/task").glob("*/children"))
+        except OSError:  # the process exited while we looked
+            return kids
+        for task in tasks:
             try:
                 kids += [int(p) for p in task.read_text().split()]
             except OSError:

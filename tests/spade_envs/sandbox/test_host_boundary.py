@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from spade_envs.failures import FAILURE_CODES
 from spade_envs.sandbox import RemoteEnv, SandboxConfig, SandboxError, WorkerPool, probe_isolation
 from spade_envs.sandbox.errors import SANDBOX_FAILURE_CODES, SandboxUnavailable
 from spade_envs.sandbox.process import Worker
@@ -168,7 +169,7 @@ def test_a_forged_reply_gives_a_typed_error_and_leaks_nothing(pool, procs, op, d
         if op != "init":
             _call(env, op)
     except SandboxError as exc:  # anything else fails the test
-        assert exc.code in SANDBOX_FAILURE_CODES or exc.code in ("bad_types", "nonfinite_reward"), exc.code
+        assert exc.code in SANDBOX_FAILURE_CODES or exc.code in FAILURE_CODES, exc.code
         assert workers[0].dead or type(exc).__name__ in ("EnvRaised", "EnvTimeout", "OutputTooLarge")
     finally:
         del pool.acquire
@@ -179,3 +180,28 @@ def test_a_forged_reply_gives_a_typed_error_and_leaks_nothing(pool, procs, op, d
     procs.assert_gone({worker.proc.pid})
     assert not os.path.exists(worker.scratch)
     assert pool.live_count == 0 and pool._slots.free == pool.config.max_workers
+
+
+def test_a_hostile_tree_in_a_plain_scratch_dir_is_removed_without_recursion(monkeypatch, tmp_path):
+    """Where the host cannot mount the scratch tmpfs, removal walks the tree: ``shutil.rmtree`` raised
+    RecursionError on a deep chain and left the tree (and the pool slot) behind."""
+    from spade_envs.sandbox import scratch
+
+    monkeypatch.setattr(scratch, "_can_mount", False)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep").write_text("keep")
+    box = scratch.Scratch(16, 256)
+    assert not box.mounted
+    fd = os.open(box.path, os.O_RDONLY)
+    for _ in range(1100):  # deeper than the recursion limit, and a path longer than PATH_MAX
+        os.mkdir("dddd", dir_fd=fd)
+        child = os.open("dddd", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = child
+    os.mkdir("locked", 0, dir_fd=fd)
+    os.symlink(str(outside), "link", dir_fd=fd)
+    os.close(fd)
+    box.remove()
+    assert not os.path.exists(box.path)
+    assert (outside / "keep").read_text() == "keep"  # the link was removed, not followed

@@ -1,0 +1,132 @@
+"""A pids cgroup per worker where the host may create one: a process and thread cap that holds at every level.
+
+RLIMIT_NPROC does not bind a process whose uid is host root (the kernel exempts it), and that is what a bubblewrap
+sandbox started by a root trainer runs as; a ``pids.max`` does bind it. The worker's launcher joins the cgroup
+before it execs bubblewrap or the interpreter (``sh -c 'echo $$ > cgroup.procs; exec ...'``), so every process
+and thread of the worker is counted from its first instruction. Where no pids controller is writable (an
+unprivileged host without cgroup delegation) workers run without it, and the per-level limits in
+``docs/sandbox.md`` apply.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+__all__ = ["PidsCgroup", "pids_root", "sweep_stale_cgroups"]
+
+_PREFIX = "spade-"
+_counter = itertools.count()
+_root: str | None = None
+_probed = False
+_lock = threading.Lock()
+
+
+def _candidates() -> list[str]:
+    """Directories where this process's pids cgroup lives (cgroup v1's pids hierarchy, then cgroup v2)."""
+    mounts: dict[str, str] = {}
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split(" - ")
+        if len(fields) != 2:
+            continue
+        point, (fstype, _src, options) = fields[0].split()[4], fields[1].split()[:3]
+        if fstype == "cgroup" and "pids" in options.split(","):
+            mounts["v1"] = point
+        elif fstype == "cgroup2":
+            mounts.setdefault("v2", point)
+    found = []
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _hid, controllers, path = line.split(":", 2)
+        if "pids" in controllers.split(",") and "v1" in mounts:
+            found.append(mounts["v1"] + path)
+        elif controllers == "" and "v2" in mounts:
+            base = mounts["v2"] + path
+            try:
+                if "pids" in Path(base, "cgroup.subtree_control").read_text().split():
+                    found.append(base)
+            except OSError:
+                pass
+    return found
+
+
+def pids_root() -> str | None:
+    """Where per-worker pids cgroups go, or ``None`` when this host cannot create them (probed once)."""
+    global _root, _probed
+    with _lock:
+        if _probed:
+            return _root
+        _probed = True
+        try:
+            candidates = _candidates()
+        except OSError:
+            candidates = []
+        for base in candidates:
+            probe = os.path.join(base, f"{_PREFIX}{os.getpid()}-probe")
+            try:
+                os.mkdir(probe)
+                try:
+                    Path(probe, "pids.max").write_text("8")
+                finally:
+                    os.rmdir(probe)
+            except OSError:
+                continue
+            _root = base
+            break
+        return _root
+
+
+class PidsCgroup:
+    """A fresh cgroup allowing ``limit`` processes and threads; :meth:`wrap` starts a command inside it."""
+
+    def __init__(self, root: str, limit: int) -> None:
+        self.path = os.path.join(root, f"{_PREFIX}{os.getpid()}-{next(_counter)}")
+        os.mkdir(self.path)
+        try:
+            Path(self.path, "pids.max").write_text(str(limit))
+        except OSError:
+            os.rmdir(self.path)
+            raise
+
+    def wrap(self, cmd: list[str]) -> list[str]:
+        """``cmd`` run by a shell that first moves itself into this cgroup (its children inherit it), then execs."""
+        return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', os.path.join(self.path, "cgroup.procs"), *cmd]
+
+    def remove(self, wait_s: float = 2.0) -> None:
+        """SIGKILL whatever still runs in the cgroup, then delete it once empty; never raises."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                for pid in Path(self.path, "cgroup.procs").read_text().split():
+                    try:
+                        os.kill(int(pid), signal.SIGKILL)
+                    except OSError:
+                        pass
+            except OSError:
+                pass
+            try:
+                os.rmdir(self.path)
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(0.01)
+
+
+def sweep_stale_cgroups() -> None:
+    """Delete empty worker cgroups of hosts that no longer run."""
+    root = pids_root()
+    if root is None:
+        return
+    for path in Path(root).glob(f"{_PREFIX}*-*"):
+        pid = path.name[len(_PREFIX) :].split("-", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not Path(f"/proc/{pid}").exists():
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
