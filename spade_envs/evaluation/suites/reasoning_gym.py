@@ -22,6 +22,7 @@ import hashlib
 import logging
 import pickle
 import threading
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -98,6 +99,7 @@ class ReasoningGymSuite(Suite):
         self.score_timeout_s = SCORE_TIMEOUT_S
         self._datasets: dict[str, Any] = {}
         self._configs: dict[str, bytes] = {}
+        self._build_s: dict[str, float] = {}
         self._build_errors: dict[str, str] = {}
         self._lock = threading.Lock()
 
@@ -124,6 +126,7 @@ class ReasoningGymSuite(Suite):
             if task not in self._datasets:
                 factory = _reasoning_gym()
                 seed = self.seed * 1_000_003 + sum(map(ord, task))
+                started = time.monotonic()
                 try:
                     dataset = self._build(factory, task, seed, size)
                 except Exception as exc:
@@ -132,6 +135,7 @@ class ReasoningGymSuite(Suite):
                     raise
                 self._datasets[task] = dataset
                 self._configs[task] = pickle.dumps(dataset.config)
+                self._build_s[task] = time.monotonic() - started
             return self._datasets[task]
 
     def _build(self, factory: Any, task: str, seed: int, size: int) -> Any:
@@ -182,8 +186,9 @@ class ReasoningGymSuite(Suite):
         """``(score_answer's score, timed out)`` in a scorer process; a raising scorer or a timeout scores 0."""
         try:
             blob = self._configs[task]
-            value = shared_pool(_PRELOAD).call(_score_in_worker, task, blob, answer, entry,
-                                               timeout_s=self.score_timeout_s)  # fmt: skip
+            # a scorer process rebuilds the dataset on its first call for the task: that time is not the scorer's
+            deadline = self.score_timeout_s + 3 * self._build_s[task]
+            value = shared_pool(_PRELOAD).call(_score_in_worker, task, blob, answer, entry, timeout_s=deadline)
         except ScorerTimeout:
             log.warning("Reasoning-Gym %s: score_answer timed out after %g s on %.200r: counted wrong", task,
                         self.score_timeout_s, answer)  # fmt: skip
