@@ -28,9 +28,15 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
+def _short(why: str, limit: int = 100) -> str:
+    """The first sentence of a reason, for a table cell (``results.json`` and stderr keep all of it)."""
+    first = why.split(". ")[0].rstrip(".")
+    return first if len(first) <= limit else first[: limit - 3] + "..."
+
+
 def _status(run: SuiteRun) -> str:
     if run.error is not None:
-        return f"not run: {run.error}"
+        return f"not run: {_short(run.error)}"
     if run.complete and not run.failures:
         return "ok" + (f" ({run.scorer_timeouts} scorer timeouts)" if run.scorer_timeouts else "")
     notes = [f"{len(run.failures)} failed"] if run.failures else []
@@ -57,7 +63,7 @@ def format_table(runs: Sequence[SuiteRun], errors: dict[str, str] | None = None)
     """
     header = ["suite", "metric", "score", "also", "items", "samples", "status"]
     rows = [_row(run) for run in runs]
-    rows += [[name, "-", "-", "", "-", "-", f"not run: {why}"] for name, why in (errors or {}).items()]
+    rows += [[name, "-", "-", "", "-", "-", f"not run: {_short(why)}"] for name, why in (errors or {}).items()]
     scored = [run.scores["score"] for run in runs if "score" in run.scores]
     if len(scored) > 1:
         rows.append(["average", "", f"{100 * sum(scored) / len(scored):.1f}", "", "", "", ""])
