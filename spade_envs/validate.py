@@ -228,6 +228,7 @@ def validate_source(
         _check_resets(run, env, report.seeds, report)
         transcripts = _check_episodes(run, env, config, report)
         if config.cross_worker:
+            env.close()  # one worker at a time: concurrent validations can never hold every slot and wait
             other = run.call("load", lambda: RemoteEnv(source, pool, filename))
             envs.append(other)
             _check_other_worker(run, other, config, report, transcripts)
