@@ -18,17 +18,21 @@ ENVS_PER_REGEN=${ENVS_PER_REGEN:-2}
 AGENT_ROWS=${AGENT_ROWS:-2}
 N=${N:-2}
 PYTHON=${PYTHON:-python3}
+# Chat template: thinking explicitly off, as in every launcher (the tiny template honours it like Qwen3-8B's).
+ENABLE_THINKING=${ENABLE_THINKING:-false}
 
+# spade.max_turns keeps its default (25): validation requires a design's solution to win within the training turn
+# cap, and the built-ins need up to ~20 turns; the 64-token response budget ends the tiny agent's episodes early.
 CONFIG_NAME=spade_trainer
 OVERRIDES=(
     backend=cpu
     spade.setting="$SETTING" spade.corpus="$CORPUS" spade.run_dir="$RUN_DIR/spade"
     spade.regen_every="$REGEN_EVERY" spade.envs_per_regen="$ENVS_PER_REGEN" spade.agent_rows_per_step="$AGENT_ROWS"
-    spade.plays_per_arm=2 spade.max_turns=3 spade.turn_tokens=16 spade.designer.max_tokens=64
+    spade.plays_per_arm=2 spade.turn_tokens=16 spade.designer.max_tokens=64
     spade.designer.show_example=false spade.hint.max_tokens=16 spade.sandbox.pool_size=1
     data.train_files=schedule data.val_files=schedule
     data.train_batch_size=$((AGENT_ROWS + ENVS_PER_REGEN)) data.max_prompt_length=2048 data.max_response_length=64
-    data.filter_overlong_prompts=false
+    data.filter_overlong_prompts=false ++data.apply_chat_template_kwargs.enable_thinking="$ENABLE_THINKING"
     actor_rollout_ref.rollout.n="$N" actor_rollout_ref.rollout.prompt_length=2048
     actor_rollout_ref.rollout.response_length=64
     actor_rollout_ref.actor.ppo_mini_batch_size=2

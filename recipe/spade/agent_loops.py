@@ -16,6 +16,8 @@ its loop in ``agent_name`` and carries ``extra_info = {role, step, slot}``. The 
 from __future__ import annotations
 
 import asyncio
+import functools
+import logging
 import time
 import uuid
 from typing import Any
@@ -28,12 +30,15 @@ from verl.experimental.agent_loop.tool_parser import ToolParser
 from recipe.spade.env_pool import ACTOR_NAME, SpadeEnvPool
 from recipe.spade.play import Episode, play_episode, weight_versions
 from spade_envs.designer import admit, vet_env_hint
+from spade_envs.failures import FAILURE_CODES, fault_code
 from spade_envs.prompts import hint_messages
 from spade_envs.rewards import paired_regret
 from spade_envs.sandbox import SandboxConfig, WorkerPool
 from spade_envs.validate import ValidationConfig
 
 __all__ = ["SpadeDesignerLoop", "SpadeEnvAgentLoop"]
+
+logger = logging.getLogger(__name__)
 
 _SANDBOXES: dict[str, WorkerPool] = {}
 
@@ -99,14 +104,20 @@ class SpadeEnvAgentLoop(_SpadeLoop):
         episode = await self._play(task["source"], task["seed"], sampling_params, hint=None)
         await self.pool.record_play.remote(task["env_id"], step, episode.outcome, episode.fault)
         extra = {"spade_role": "agent", "spade_env_id": task["env_id"], "spade_skill": task["skill"],
-                 "spade_outcome": episode.outcome, "spade_env_fault": episode.fault or "",
+                 "spade_step": step, "spade_seed": task["seed"], "spade_outcome": episode.outcome,
+                 "spade_env_fault": episode.fault or "", "spade_excluded": episode.fault is not None,
                  "spade_sandbox_s": episode.sandbox_s, "spade_wall_s": episode.wall_s, **episode.info}  # fmt: skip
         return self._output(episode.prompt_ids, episode.response_ids, episode.response_mask,
                             episode.response_logprobs, episode.turns, extra)  # fmt: skip
 
 
 class SpadeDesignerLoop(_SpadeLoop):
-    """The Environment Designer's sample, with the hint-based regret measurement the reward manager scores."""
+    """The Environment Designer's sample, with the hint-based regret measurement the reward manager scores.
+
+    The design is sampled with the rollout's own sampling parameters (temperature included): verl computes the old
+    log-probs and trains every sample at ``actor_rollout_ref.rollout.temperature``, so any other temperature would
+    make the designer sample off-policy.
+    """
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         info = kwargs["extra_info"]
@@ -115,47 +126,69 @@ class SpadeDesignerLoop(_SpadeLoop):
         task = await self.pool.designer_task.remote(step, slot)
         designer = self.spade["designer"]
         prompt_ids = list(await self.ct_build_initial_tokens(task["messages"]))
-        params = {**sampling_params, "temperature": designer["temperature"],
-                  "max_tokens": min(designer["max_tokens"], self.response_length)}  # fmt: skip
+        params = {**sampling_params, "max_tokens": min(designer["max_tokens"], self.response_length)}
         out = await self.server_manager.generate(request_id=uuid.uuid4().hex, prompt_ids=prompt_ids,
                                                  sampling_params=params)  # fmt: skip
         text = self.tokenizer.decode(out.token_ids, skip_special_tokens=True)
-        outcome = await self._measure(task, text, step, slot, sampling_params)
+        key = f"step {step} slot {slot} session {kwargs.get('session_id', 0)}"  # draws this design's validation seeds
+        outcome = await self._measure(task, text, step, slot, sampling_params, key)
         await self.pool.register_design.remote(step, outcome)
-        extra = {"spade_role": "designer", "spade_skill": task["skill"], "spade_valid": outcome["valid"],
-                 "spade_failure": outcome["code"] or "", "spade_measure": outcome.get("measure"),
+        excluded = bool(outcome.get("excluded"))
+        extra = {"spade_role": "designer", "spade_skill": task["skill"], "spade_step": step,
+                 "spade_valid": outcome["valid"], "spade_failure": outcome["code"] or "",
+                 "spade_measure": outcome.get("measure"), "spade_excluded": excluded,
                  "spade_sandbox_s": outcome["sandbox_s"], "spade_wall_s": time.perf_counter() - began,
                  **weight_versions([out.extra_fields])}  # fmt: skip
-        return self._output(prompt_ids, list(out.token_ids), [1] * len(out.token_ids), out.log_probs, 1, extra)
+        ids = list(out.token_ids) or [self.tokenizer.eos_token_id or 0]  # verl cannot take an empty response
+        mask = [0 if excluded else 1] * len(ids) if out.token_ids else [0]
+        logprobs = out.log_probs if out.token_ids else ([0.0] if sampling_params.get("logprobs") else None)
+        return self._output(prompt_ids, ids, mask, logprobs, 1, extra)
 
     async def _measure(
-        self, task: dict[str, Any], text: str, step: int, slot: int, sampling_params: dict[str, Any]
+        self, task: dict[str, Any], text: str, step: int, slot: int, sampling_params: dict[str, Any], key: str = ""
     ) -> dict:
-        """Validate, hint, and measure both arms on paired seeds (the reward manager turns this into the reward)."""
+        """Validate, hint, and measure both arms on paired seeds (the reward manager turns this into the reward).
+
+        Whatever the env does here ends as a failure code (with its penalty), never as an exception.
+        """
         validation = ValidationConfig.from_dict(self.spade["validation"])
         setting, skill = task["setting"], task["skill"]
         loop = asyncio.get_running_loop()
         started = time.perf_counter()
-        source, report = await loop.run_in_executor(None, admit, text, self.sandbox, setting, validation)
-        base = {"skill": skill, "doc_id": task["doc_id"], "valid": source is not None, "code": report.code,
-                "sandbox_s": time.perf_counter() - started}  # fmt: skip
+        base = {"skill": skill, "doc_id": task["doc_id"], "valid": False, "code": None, "sandbox_s": 0.0}
+        try:
+            source, report = await loop.run_in_executor(
+                None, functools.partial(admit, text, self.sandbox, setting, validation, key=key)
+            )
+        except Exception as exc:  # admit reports env faults itself; this is a host-side bug on odd output
+            return {**base, **_fault(exc, "load"), "sandbox_s": time.perf_counter() - started}
+        base.update(valid=source is not None, code=report.code, sandbox_s=time.perf_counter() - started)
         if source is None:
             return {**base, "code": report.code or "crashed"}
         plays = self.spade["plays_per_arm"]
         seeds = [(step * 1000 + slot * plays + i) * 7 + 1 for i in range(plays)]
         hint_text = await self._generate_text(hint_messages(setting, source), self.spade["hint"])
         started = time.perf_counter()
-        hint, hint_failure, _ = await loop.run_in_executor(None, vet_env_hint, source, hint_text, self.sandbox,
-                                                           setting, seeds)  # fmt: skip
+        try:
+            hint, hint_failure, _ = await loop.run_in_executor(None, vet_env_hint, source, hint_text, self.sandbox,
+                                                               setting, seeds)  # fmt: skip
+        except Exception as exc:  # the env broke on a measurement seed while its hint was checked
+            return {**base, **_fault(exc, "reset"), "sandbox_s": base["sandbox_s"] + time.perf_counter() - started}
         base["sandbox_s"] += time.perf_counter() - started
+        if hint_failure in FAILURE_CODES:  # an env failure reported by vetting (not a hint failure)
+            return {**base, "valid": False, "code": hint_failure}
         arms = [None, hint] if hint is not None else [None]
         episodes = await asyncio.gather(*(self._play(source, s, sampling_params, h) for h in arms for s in seeds))
         faults = sorted({e.fault for e in episodes if e.fault})
         base["sandbox_s"] += sum(e.sandbox_s for e in episodes)
         if faults:  # the env broke while the policy played it: a designer failure, never an agent one
-            return {**base, "valid": False, "code": _play_failure(faults[0])}
+            return {**base, "valid": False, "code": fault_code(faults[0]),
+                    "excluded": all(f in _INFRA_FAULTS for f in faults)}  # fmt: skip
         no_hint = [e.outcome for e in episodes[:plays]]
         hinted = [e.outcome for e in episodes[plays:]]
+        if hinted and any(a.info["spade_first_obs"] != b.info["spade_first_obs"]
+                          for a, b in zip(episodes[:plays], episodes[plays:])):  # fmt: skip
+            return {**base, "valid": False, "code": "unpaired"}  # the same seed built two different instances
         w = sum(no_hint) / len(no_hint)
         return {
             **base,
@@ -177,8 +210,12 @@ class SpadeDesignerLoop(_SpadeLoop):
         return self.tokenizer.decode(out.token_ids, skip_special_tokens=True)
 
 
-def _play_failure(fault: str) -> str:
-    """The designer failure code of an env fault seen during measurement plays (sandbox error kinds)."""
-    codes = {"env_timeout": "timeout", "env_raised": "step_raised", "env_crashed": "crashed",
-             "protocol_violation": "protocol_violation", "output_too_large": "output_too_large"}  # fmt: skip
-    return codes.get(fault, "crashed")
+#: Sandbox failures that are the machine's, not the design's: such designer samples leave the update.
+_INFRA_FAULTS = frozenset({"sandbox_unavailable", "host_error"})
+
+
+def _fault(exc: BaseException, phase: str) -> dict[str, Any]:
+    """A designer failure from an exception raised while the env was vetted (logged: it should not happen)."""
+    kind = getattr(exc, "kind", None)
+    logger.warning("spade: designer %s phase raised %s: %s", phase, type(exc).__name__, exc)
+    return {"valid": False, "code": fault_code(exc, phase), "excluded": kind in _INFRA_FAULTS}

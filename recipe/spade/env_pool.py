@@ -8,7 +8,9 @@ seed to play and reports the outcome. Memory is saved atomically at every regene
 from __future__ import annotations
 
 import json
+import logging
 import random
+import shutil
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -24,22 +26,37 @@ from spade_envs.prompts import VARIANT_WEIGHTS, builtin_example, designer_messag
 from spade_envs.skills import DOMAINS, SKILLS
 from spade_envs.spec import EnvSpec
 
-__all__ = ["ACTOR_NAME", "POOL_STATE_FILES", "SpadeEnvPool"]
+__all__ = ["ACTOR_NAME", "POOL_STATE_FILES", "RUN_FILES", "SpadeEnvPool", "start_env_pool"]
 
 ACTOR_NAME = "spade_env_pool"
 #: What a checkpoint holds of the pool: the memory, and the live envs plus sampler states.
 POOL_STATE_FILES = ("memory.jsonl", "pool_state.json")
+#: What a run writes into ``spade.run_dir`` that a later fresh start must not pick up.
+RUN_FILES = (*POOL_STATE_FILES, "spade_metrics.jsonl")
+
+logger = logging.getLogger(__name__)
 
 
 class SpadeEnvPool:
     """State shared by all agent loops of a run (instantiate as a named Ray actor: :data:`ACTOR_NAME`)."""
 
-    def __init__(self, spade: dict[str, Any]) -> None:
+    def __init__(self, spade: dict[str, Any], restore_from: str | None = None) -> None:
+        """``restore_from``: a checkpoint's ``spade/`` folder to resume from; ``None`` starts a fresh run.
+
+        A fresh start never reads the run directory: files a crashed or finished run left there
+        (:data:`RUN_FILES`) are moved into ``run_dir/stale-<time>/`` first, so two runs never mix.
+        """
         self.cfg = spade
         self.setting: str = spade["setting"]
         self.run_dir = Path(spade["run_dir"])
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.memory_path = self.run_dir / "memory.jsonl"
+        self.state_path = self.run_dir / "pool_state.json"
+        if restore_from is None:
+            self._set_aside_leftovers()
+        else:
+            for name in POOL_STATE_FILES:
+                shutil.copyfile(Path(restore_from) / name, self.run_dir / name)
         self.rng = random.Random(spade["seed"])
         self.np_rng = np.random.default_rng(spade["seed"])
         self.corpus = Corpus.load(spade["corpus"]) if spade.get("corpus") else None
@@ -53,15 +70,25 @@ class SpadeEnvPool:
                 self.memory.add(MemoryRecord(spec=spec, win_rate=0.5, plays=0, last_played_step=0))
         self.live: list[str] = [r.env_id for r in self.memory if r.setting == self.setting and r.playable]
         self.generation: list[str] = []
-        self.state_path = self.run_dir / "pool_state.json"
-        if self.state_path.exists():
+        if restore_from is not None:
             self._load_state(json.loads(self.state_path.read_text(encoding="utf-8")))
         self.window: dict[str, list[float]] = defaultdict(list)
         self.events: list[dict[str, Any]] = []
         self.current_step = -1
         self.logged: set[int] = set()
         self.tasks: dict[tuple[int, int], dict[str, Any]] = {}
+        self.agent_tasks: dict[tuple[int, int], dict[str, Any]] = {}
         self.example = builtin_example(self.setting)
+
+    def _set_aside_leftovers(self) -> None:
+        leftovers = [self.run_dir / name for name in RUN_FILES if (self.run_dir / name).exists()]
+        if not leftovers:
+            return
+        stale = self.run_dir / time.strftime("stale-%Y%m%d-%H%M%S", time.gmtime())
+        stale.mkdir(exist_ok=True)
+        for path in leftovers:
+            path.replace(stale / path.name)
+        logger.warning("spade: fresh start; %s left by an earlier run moved to %s", [p.name for p in leftovers], stale)
 
     def _seed_specs(self) -> list[EnvSpec]:
         """The built-ins of the setting, or the envs of a fixed pool directory (``spade-envs generate`` output)."""
@@ -114,9 +141,16 @@ class SpadeEnvPool:
                        doc_id=outcome.get("doc_id"), created_step=step)  # fmt: skip
         env_id = f"{self.setting}-{outcome['skill']}-{spec.sha256[:12]}"
         spec = EnvSpec(**{**spec.to_dict(), "env_id": env_id})
-        record = MemoryRecord(spec=spec, win_rate=outcome["win_rate"], regret=outcome["raw_regret"],
-                              plays=len(outcome["seeds"]), last_played_step=step)  # fmt: skip
-        if self.memory.add(record):
+        plays = len(outcome["seeds"])
+        if env_id in self.memory:  # the same source admitted again (e.g. samples of one row converged): re-score it
+            last = self.memory.get(env_id).last_played_step
+            self.memory.update_stats(env_id, outcome["win_rate"], outcome["raw_regret"], plays, max(step, last))
+        else:
+            record = MemoryRecord(spec=spec, win_rate=outcome["win_rate"], regret=outcome["raw_regret"],
+                                  plays=plays, last_played_step=step)  # fmt: skip
+            if not self.memory.add(record):  # an AST-level duplicate: the stored env keeps its id and is re-scored
+                return None
+        if env_id not in self.generation:
             self.generation.append(env_id)
         return env_id
 
@@ -126,6 +160,8 @@ class SpadeEnvPool:
             return
         if self.current_step >= 0 and self.current_step not in self.logged:
             self.step_metrics(self.current_step)
+        self.tasks = {k: v for k, v in self.tasks.items() if k[0] >= step}
+        self.agent_tasks = {k: v for k, v in self.agent_tasks.items() if k[0] >= step}
         if self.generation:  # envs designed at step K are played from step K + 1 on
             self.live = list(self.generation)
             self.generation = []
@@ -136,6 +172,8 @@ class SpadeEnvPool:
     def agent_task(self, step: int, slot: int) -> dict[str, Any]:
         """The env and seed of agent row ``slot`` at ``step``: live envs round-robin, plus memory replay."""
         self._advance(step)
+        if (step, slot) in self.agent_tasks:  # every session of a row plays the same env and seed (one GRPO group)
+            return self.agent_tasks[(step, slot)]
         replay = self.cfg["memory_replay_fraction"]
         if replay > 0 and self.rng.random() < replay and len(self.memory) > 0:
             picked = self.memory.sample_replay(1, step, self.np_rng)
@@ -144,17 +182,22 @@ class SpadeEnvPool:
             env_id = self.live[(step * 7919 + slot) % len(self.live)]
         record = self.memory.get(env_id)
         seed = (self.cfg["seed"] * 1_000_003 + step * 10_007 + slot) % (2**31 - 1)
-        return {"env_id": env_id, "source": record.spec.source, "setting": record.setting, "seed": seed,
-                "skill": record.skill}  # fmt: skip
+        task = {"env_id": env_id, "source": record.spec.source, "setting": record.setting, "seed": seed,
+                "skill": record.skill, "step": step}  # fmt: skip
+        self.agent_tasks[(step, slot)] = task
+        return task
 
     def record_play(self, env_id: str, step: int, outcome: float, fault: str | None) -> None:
         """An agent training play finished: re-score the env in memory (win rate over its plays so far)."""
         self.events.append({"step": step, "kind": "play", "env_id": env_id, "outcome": outcome, "fault": fault})
         if fault is not None:
             return
+        if env_id not in self.memory:  # evicted since the play started: nothing to re-score
+            return
         self.window[env_id].append(outcome)
         plays = self.window[env_id]
-        self.memory.update_stats(env_id, sum(plays) / len(plays), None, 1, step)  # plays accumulate in memory
+        last = self.memory.get(env_id).last_played_step  # plays of one step may finish in any order
+        self.memory.update_stats(env_id, sum(plays) / len(plays), None, 1, max(step, last))  # plays accumulate
 
     # -- reporting and checkpoints -------------------------------------------------------------------------------
     def end_step(self, batch_metrics: dict[str, float] | None = None) -> dict[str, float]:
@@ -235,3 +278,20 @@ def _jsonable(value: Any) -> Any:
 
 def _tuples(value: Any) -> Any:
     return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
+
+def start_env_pool(spade: dict[str, Any], restore_from: str | None = None) -> Any:
+    """Create the run's env pool actor (replacing any left in this Ray job), before any agent loop asks for it.
+
+    The trainer calls this once it knows whether the run resumes, so the pool never guesses from the run directory.
+    """
+    import ray
+
+    try:
+        ray.kill(ray.get_actor(ACTOR_NAME))
+    except ValueError:
+        pass
+    actor = ray.remote(SpadeEnvPool).options(name=ACTOR_NAME, lifetime="detached", num_cpus=0)
+    handle = actor.remote(spade, restore_from)
+    ray.get(handle.end_step.remote())  # surfaces a constructor error (bad corpus, bad checkpoint) here, clearly
+    return handle

@@ -35,12 +35,25 @@ def prepare(config: DictConfig) -> None:
                 f"data.train_batch_size ({config.data.train_batch_size}) must equal spade.agent_rows_per_step + "
                 f"spade.envs_per_regen ({per_step}): one step reads exactly one step of the schedule"
             )
-        steps = config.trainer.total_training_steps or 1
+        steps = config.trainer.total_training_steps
+        if steps is None or int(steps) < 1:
+            raise ValueError(
+                f"trainer.total_training_steps must be set to a positive number (got {steps!r}): SPADE's schedule "
+                "holds exactly that many steps, and verl would otherwise replay a short schedule for many epochs"
+            )
         if config.data.train_files == "schedule":
             from recipe.spade.schedule import write_schedule
 
-            path = write_schedule(spade, steps, Path(spade["run_dir"]) / f"schedule-{steps}.parquet")
-            config.data.train_files = config.data.val_files = str(path)
+            path = write_schedule(spade, int(steps), Path(spade["run_dir"]) / f"schedule-{steps}.parquet")
+            config.data.train_files = str(path)
+        if config.data.val_files == "schedule":  # no held-out data: verl still builds a dataset, never runs it
+            if config.trainer.val_before_train or (config.trainer.test_freq or 0) > 0:
+                raise ValueError(
+                    "data.val_files=schedule means no validation data, but trainer.val_before_train or "
+                    "trainer.test_freq asks for validation: point data.val_files at held-out benchmark data "
+                    "(spade_envs/evaluation/verl_data.py, docs/evaluation.md) or set trainer.test_freq=-1"
+                )
+            config.data.val_files = config.data.train_files
         if not config.actor_rollout_ref.rollout.agent.agent_loop_config_path:
             config.actor_rollout_ref.rollout.agent.agent_loop_config_path = str(_AGENT_LOOPS)
         if config.trainer.device == "cpu":

@@ -7,18 +7,25 @@ verl's Continuous Token builder, so the trained sequence is exactly what the rol
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import json
+import logging
 import time
 import uuid
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from spade_envs.contract import extract_command, outcome_reward
 from spade_envs.prompts import agent_messages
 from spade_envs.sandbox import AsyncSandboxEnv, SandboxError, WorkerPool
 from spade_envs.tooluse import parse_agent_text
 
-__all__ = ["Episode", "play_episode", "weight_versions"]
+__all__ = ["EnvFault", "Episode", "play_episode", "weight_versions"]
+
+T = TypeVar("T")
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -55,21 +62,28 @@ async def play_episode(
     ``loop`` is the calling :class:`~verl.experimental.agent_loop.agent_loop.AgentLoopBase` (for its tokenizer,
     server manager and Continuous Token helpers). The episode ends when the env terminates or truncates, after
     ``max_turns`` agent turns, or when the response budget (``rollout.response_length``) is spent.
+
+    Nothing the environment or the sandbox does raises out of here: any failure of create, reset, tools, step,
+    call_tool or close ends the episode with ``fault`` set (the sample is then masked out of the loss). Errors of
+    the model server are not the env's and propagate. All turns share one request id, so verl's router keeps the
+    episode on one replica and its prefix cache.
     """
     budget = loop.rollout_config.response_length
-    began = started = time.perf_counter()
-    env = await AsyncSandboxEnv.create(source, pool)
-    sandbox_s = time.perf_counter() - started
+    began = time.perf_counter()
+    sandbox = _SandboxClock()
+    env: AsyncSandboxEnv | None = None
     ids: list[int] = []
     mask: list[int] = []
     logps: list[float] | None = None
     turns, reward, terminated, truncated, fault = 0, 0.0, False, False, None
+    first_obs = ""
     versions: list[dict[str, Any]] = []
+    request_id = uuid.uuid4().hex
     try:
-        started = time.perf_counter()
-        obs, _ = await env.reset(seed)
-        tools = await env.tools() if env.setting == "tool_use" else None
-        sandbox_s += time.perf_counter() - started
+        env = await sandbox.call(AsyncSandboxEnv.create(source, pool))
+        obs, _ = await sandbox.call(env.reset(seed))
+        first_obs = obs
+        tools = await sandbox.call(env.tools()) if env.setting == "tool_use" else None
         messages = agent_messages(env.setting, obs, hint)
         ids = list(await loop.ct_build_initial_tokens(messages, tools=tools))
         prompt_len = len(ids)
@@ -79,9 +93,7 @@ async def play_episode(
             if room <= 0:
                 break
             params = {**sampling_params, "max_tokens": min(turn_tokens, room)}
-            out = await loop.server_manager.generate(
-                request_id=uuid.uuid4().hex, prompt_ids=ids, sampling_params=params
-            )
+            out = await loop.server_manager.generate(request_id=request_id, prompt_ids=ids, sampling_params=params)
             versions.append(out.extra_fields)
             merged, mask, logps = await loop.ct_merge_assistant_token(
                 ids, out.token_ids, mask, (logps if logps is not None else []) if out.log_probs else logps,
@@ -90,9 +102,7 @@ async def play_episode(
             ids = merged.token_ids
             turns += 1
             text = loop.tokenizer.decode(out.token_ids, skip_special_tokens=True)
-            started = time.perf_counter()
-            assistant, result = await _act(env, text, out.token_ids, tools, tool_parser)
-            sandbox_s += time.perf_counter() - started
+            assistant, result = await _act(env, text, out.token_ids, tools, tool_parser, sandbox)
             obs, reward, terminated, truncated, _ = result
             messages.append(assistant)
             if terminated or truncated or turn == limit - 1:
@@ -101,16 +111,19 @@ async def play_episode(
             messages.append({"role": "tool" if assistant.get("tool_calls") else "user", "content": obs})
             merged, mask, logps = await loop.ct_merge_context_msg(previous, messages, ids, mask, logps, tools=tools)
             ids = merged.token_ids
-    except SandboxError as exc:
+    except EnvFault as exc:
         fault = exc.kind
     finally:
-        started = time.perf_counter()
-        await env.close()
-        sandbox_s += time.perf_counter() - started
-    if not mask:  # nothing generated (e.g. the env failed at reset): an empty, untrainable response
-        return Episode(ids or [0], [], [], None, 0.0, turns, fault=fault or "no_turn", sandbox_s=sandbox_s,
-                       wall_s=time.perf_counter() - began,
-                       info=weight_versions(versions))  # fmt: skip
+        if env is not None:
+            try:
+                await sandbox.call(env.close())
+            except EnvFault as exc:
+                fault = fault or exc.kind
+    info = {**weight_versions(versions), "spade_first_obs": _digest(first_obs) if first_obs else ""}
+    if not mask:  # nothing generated (the env failed before the first turn): one masked token keeps verl's shapes
+        return Episode(ids or [_pad_id(loop)], [_pad_id(loop)], [0],
+                       [0.0] if sampling_params.get("logprobs") else None, 0.0, turns, fault=fault or "no_turn",
+                       sandbox_s=sandbox.seconds, wall_s=time.perf_counter() - began, info=info)  # fmt: skip
     prompt_ids = ids[: len(ids) - len(mask)] if len(ids) > len(mask) else ids[:prompt_len]
     outcome = 0.0 if fault else outcome_reward(reward, terminated, truncated or not terminated)
     return Episode(
@@ -122,10 +135,51 @@ async def play_episode(
         turns=turns,
         fault=fault,
         truncated_by_length=len(mask) >= budget,
-        sandbox_s=sandbox_s,
+        sandbox_s=sandbox.seconds,
         wall_s=time.perf_counter() - began,
-        info=weight_versions(versions),
+        info=info,
     )
+
+
+class EnvFault(Exception):
+    """What an environment or its sandbox did wrong, as one kind (a sandbox error kind, or ``host_error``)."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        self.kind = kind
+
+
+class _SandboxClock:
+    """Times sandbox calls and turns every failure of one into an :class:`EnvFault`."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    async def call(self, awaitable: Awaitable[T]) -> T:
+        started = time.perf_counter()
+        try:
+            return await awaitable
+        except SandboxError as exc:
+            raise EnvFault(exc.kind) from exc
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a host-side bug on generated output must not end the agent loop either
+            logger.warning("spade: unexpected %s from a sandbox call: %s", type(exc).__name__, exc)
+            raise EnvFault("host_error") from exc
+        finally:
+            self.seconds += time.perf_counter() - started
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _pad_id(loop: Any) -> int:
+    tokenizer = getattr(loop, "tokenizer", None)
+    for value in (getattr(tokenizer, "pad_token_id", None), getattr(tokenizer, "eos_token_id", None)):
+        if value is not None:
+            return int(value)
+    return 0
 
 
 def weight_versions(extra_fields: list[dict[str, Any]]) -> dict[str, Any]:
@@ -141,16 +195,17 @@ def weight_versions(extra_fields: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-async def _act(env: AsyncSandboxEnv, text: str, token_ids: list[int], tools: Any, tool_parser: Any) -> tuple:
+async def _act(env: AsyncSandboxEnv, text: str, token_ids: list[int], tools: Any, tool_parser: Any,
+               sandbox: _SandboxClock) -> tuple:  # fmt: skip
     """Send one agent turn to the env: games get the boxed command, tool use native calls (or raw text)."""
     if env.setting == "games":
-        return {"role": "assistant", "content": text}, await env.step(extract_command(text))
+        return {"role": "assistant", "content": text}, await sandbox.call(env.step(extract_command(text)))
     calls: list[Any] = []
     content = text
     if tool_parser is not None:
         content, calls = await tool_parser.extract_tool_calls(token_ids, tools)
     if not calls:
-        return {"role": "assistant", "content": text}, await env.step(text)
+        return {"role": "assistant", "content": text}, await sandbox.call(env.step(text))
     parsed = []
     for call in calls:
         try:
@@ -161,4 +216,4 @@ async def _act(env: AsyncSandboxEnv, text: str, token_ids: list[int], tools: Any
     _, answer, _ = parse_agent_text(content or "")
     message = {"role": "assistant", "content": content or "",
                "tool_calls": [{"type": "function", "function": p} for p in parsed]}  # fmt: skip
-    return message, await env.step_calls(parsed, answer)
+    return message, await sandbox.call(env.step_calls(parsed, answer))

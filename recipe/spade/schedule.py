@@ -10,18 +10,34 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["schedule_rows", "write_schedule"]
+__all__ = ["designer_positions", "schedule_rows", "write_schedule"]
+
+
+def designer_positions(per_step: int, designers: int) -> set[int]:
+    """Where a regeneration step's designer rows sit among its ``per_step`` rows: spread evenly, not first.
+
+    verl hands each agent-loop worker a contiguous chunk of the step's rows; a designer row runs validation, vetting
+    and ``2 x plays_per_arm`` measurement episodes, so bunching them would put all that sandbox load on a few workers.
+    """
+    return {(i * per_step) // designers for i in range(designers)} if designers else set()
 
 
 def schedule_rows(spade: dict[str, Any], steps: int) -> list[dict[str, Any]]:
-    """Rows for ``steps`` steps; every step has ``agent_rows_per_step + envs_per_regen`` rows (the batch size)."""
+    """Rows for ``steps`` steps; every step has ``agent_rows_per_step + envs_per_regen`` rows (the batch size).
+
+    ``slot`` numbers a row within its role at its step (designer slots ``0..envs_per_regen-1``, agent slots from 0).
+    """
     per_step = spade["agent_rows_per_step"] + spade["envs_per_regen"]
     designing = not spade["fixed_env"]["enable"]
     rows = []
     for step in range(steps):
         regen = designing and step % spade["regen_every"] == 0
-        for slot in range(per_step):
-            role = "designer" if regen and slot < spade["envs_per_regen"] else "agent"
+        designer_at = designer_positions(per_step, spade["envs_per_regen"]) if regen else set()
+        count = {"designer": 0, "agent": 0}
+        for position in range(per_step):
+            role = "designer" if position in designer_at else "agent"
+            slot = count[role]
+            count[role] += 1
             rows.append(
                 {
                     "prompt": [{"role": "user", "content": f"spade {role} task {step}:{slot}"}],

@@ -23,22 +23,25 @@ for a later step and none needs importance-sampling correction (see ``recipe/spa
 
 from __future__ import annotations
 
+import json
 import logging
-import shutil
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import ray
+import torch
 import transfer_queue as tq
+from omegaconf import OmegaConf
 from tensordict import TensorDict
 from transfer_queue import KVBatchMeta
+from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.workers.utils.padding import response_to_nested
 
 from recipe.spade.advantages import designer_scale_for, role_advantages
-from recipe.spade.env_pool import ACTOR_NAME, POOL_STATE_FILES
+from recipe.spade.env_pool import ACTOR_NAME, POOL_STATE_FILES, start_env_pool
 from recipe.spade.reward_manager import designer_reward_config
 from spade_envs.rewards import plateau
 
@@ -51,26 +54,81 @@ logger = logging.getLogger(__name__)
 class SpadeTrainer(PPOTrainerSync):
     """verl's sync V1 trainer plus per-role advantages, SPADE metrics and SPADE checkpoint state."""
 
+    def _build_replay_buffer(self) -> ReplayBuffer:
+        """The sync ``ReplayBuffer`` of verl, on every backend.
+
+        verl keys its sync behaviour on the literal mode name (``trainer_mode != "sync"`` in ``trainer_base.py``
+        picks ``ReplayBufferAsync``, gen_batch_size 1 and refills from the *next* batch). SPADE is registered as
+        ``spade`` so that verl's task runner finds this class, but it is a sync trainer: one schedule step per batch,
+        never mixed. So the mode seen by verl's checks is ``sync`` (with ``trainer.v1.sync``'s settings). The only
+        knob that may differ between backends is the poll interval (``trainer.v1.sampler.sampler_kwargs``).
+        """
+        self.trainer_mode = "sync"
+        self.parameter_sync_step = self.config.trainer.v1.get("sync", {}).get("parameter_sync_step", 1)
+        sampler = self.config.trainer.v1.sampler
+        custom = sampler.get("custom_sampler") or {}
+        if custom.get("path") or custom.get("name"):
+            raise ValueError(
+                "trainer.v1.sampler.custom_sampler is set, but SPADE's trainer needs verl's sync ReplayBuffer (each "
+                "batch must be exactly one step of the schedule); remove the custom sampler, and set "
+                "trainer.v1.sampler.sampler_kwargs.poll_interval to change how often it polls"
+            )
+        if sampler.get("sync_refill_failed_groups", False):
+            raise ValueError(
+                "trainer.v1.sampler.sync_refill_failed_groups=true would refill a failed group from the next step "
+                "of the schedule; SPADE keeps failed sessions as masked samples instead: leave it false"
+            )
+        buffer = super()._build_replay_buffer()
+        if type(buffer) is not ReplayBuffer:
+            raise TypeError(f"SPADE needs verl's sync ReplayBuffer, verl built {type(buffer).__name__}")
+        poll = (sampler.get("sampler_kwargs") or {}).get("poll_interval")
+        if poll is not None:
+            if not float(poll) > 0:
+                raise ValueError(f"trainer.v1.sampler.sampler_kwargs.poll_interval must be > 0, got {poll!r}")
+            buffer.poll_interval = float(poll)
+        return buffer
+
     def _compute_advantage(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
-        batch = super()._compute_advantage(batch, metrics)
-        fields = ["advantages", "response_mask", "rm_scores", "extra_fields"]
-        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
-        extra = data.pop("extra_fields").tolist()
-        padded = data.to_padded_tensor()
+        """The estimator of verl over the healthy samples, then SPADE's designer advantages.
+
+        A faulted agent sample (the env broke, not the agent) is masked out of the loss by its loop; here it is also
+        left out of its group's baseline: verl's estimator runs on the other rows only, and the faulted rows get
+        advantage 0. A group with no healthy sample therefore contributes nothing. Faulted designer samples (an
+        infrastructure failure such as an exhausted sandbox, not the design's fault) are likewise excluded from
+        their skill's centring.
+        """
+        extra = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id,
+                                select_fields=["extra_fields"]).pop("extra_fields").tolist()  # fmt: skip
         real = [not tag.get("is_padding", False) for tag in batch.tags]
-        roles = [e.get("spade_role", "") if ok else "padding" for e, ok in zip(extra, real)]
+        excluded = [ok and bool(e.get("spade_excluded")) for e, ok in zip(extra, real)]
+        metrics["spade/excluded_samples"] = sum(excluded)
+        kept = [key for key, out in zip(batch.keys, excluded) if not out]
+        written = {"advantages", "returns"}
+        if kept:
+            done = super()._compute_advantage(batch.select_keys(kept) if len(kept) < len(batch) else batch, metrics)
+            written |= set(done.fields or ()) & {"token_level_rewards", "rollout_is_weights"}
+        dropped = [key for key, out in zip(batch.keys, excluded) if out]
+        if dropped:
+            _fill_excluded(dropped, batch.partition_id, written)
+        fields = ["advantages", "response_mask", "rm_scores"]
+        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
+        padded = data.to_padded_tensor()
+        roles = [e.get("spade_role", "") if ok and not out else "other" for e, ok, out in zip(extra, real, excluded)]
         rows = [i for i, role in enumerate(roles) if role == "designer"]
-        if not rows:
-            return batch
-        scores = padded["rm_scores"].sum(dim=-1).tolist()
-        n_agent = sum(role == "agent" for role in roles)
-        spade = self.config.spade
-        scale = designer_scale_for(spade.advantage.designer_scale, n_agent, len(rows), spade.regen_every,
-                                   spade.advantage.designer_scale_cap)  # fmt: skip
-        skills = [e.get("spade_skill", "") for e in extra]
-        advantages = role_advantages(padded["advantages"], padded["response_mask"], scores, roles, skills, scale)
-        metrics["spade/designer/advantage_scale"] = scale
-        metrics["spade/designer/advantage_abs_mean"] = float(advantages[rows].abs().amax(dim=-1).mean())
+        advantages = padded["advantages"]
+        if rows:
+            scores = padded["rm_scores"].sum(dim=-1).tolist()
+            n_agent = sum(role == "agent" for role in roles)
+            spade = self.config.spade
+            scale = designer_scale_for(spade.advantage.designer_scale, n_agent, len(rows), spade.regen_every,
+                                       spade.advantage.designer_scale_cap)  # fmt: skip
+            skills = [e.get("spade_skill", "") for e in extra]
+            advantages = role_advantages(advantages, padded["response_mask"], scores, roles, skills, scale)
+            metrics["spade/designer/advantage_scale"] = scale
+            metrics["spade/designer/advantage_abs_mean"] = float(advantages[rows].abs().amax(dim=-1).mean())
+        if self.config.spade.get("dump_batches"):
+            _dump_batch(Path(self.config.spade.run_dir), self.global_steps, batch, extra, real, excluded, padded,
+                        advantages)  # fmt: skip
         nested = response_to_nested(advantages, data["response_mask"])
         return tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id,
                                fields=TensorDict({"advantages": nested}, batch_size=len(batch)))  # fmt: skip
@@ -94,20 +152,48 @@ class SpadeTrainer(PPOTrainerSync):
         super()._save_checkpoint()
 
     def _load_checkpoint(self):
+        """Verl's resume, then the env pool: restored from the same checkpoint, or fresh (never the run dir's files)."""
         super()._load_checkpoint()
-        if self.global_steps <= 0:
-            return
-        folder = Path(self.config.trainer.default_local_dir) / f"global_step_{self.global_steps}" / "spade"
-        run_dir = Path(self.config.spade.run_dir)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        for name in POOL_STATE_FILES:
-            if not (folder / name).exists():
-                raise FileNotFoundError(
-                    f"resuming from global step {self.global_steps}, but {folder / name} is missing: the checkpoint "
-                    "was not written by SPADE's trainer (trainer.v1.trainer_mode=spade)"
-                )
-            shutil.copyfile(folder / name, run_dir / name)
-        logger.info("spade: restored env memory and pool state from %s", folder)
+        restore = None
+        if self.global_steps > 0:
+            folder = Path(self.config.trainer.default_local_dir) / f"global_step_{self.global_steps}" / "spade"
+            for name in POOL_STATE_FILES:
+                if not (folder / name).exists():
+                    raise FileNotFoundError(
+                        f"resuming from global step {self.global_steps}, but {folder / name} is missing: the "
+                        "checkpoint was not written by SPADE's trainer (trainer.v1.trainer_mode=spade)"
+                    )
+            restore = str(folder)
+            logger.info("spade: restoring env memory and pool state from %s", folder)
+        start_env_pool(OmegaConf.to_container(self.config.spade, resolve=True), restore)
+
+
+def _fill_excluded(keys: list[str], partition_id: str, fields: set[str]) -> None:
+    """Give excluded rows the fields verl's estimator wrote for the others: no advantage, no return, weight 1."""
+    data = tq.kv_batch_get(keys=keys, partition_id=partition_id, select_fields=["response_mask"])
+    mask = data.to_padded_tensor()["response_mask"]
+    zero = torch.zeros_like(mask, dtype=torch.float32)
+    values = {"advantages": zero, "returns": zero, "token_level_rewards": zero, "rollout_is_weights": zero + 1}
+    nested = {name: response_to_nested(values[name], data["response_mask"]) for name in sorted(fields)}
+    tq.kv_batch_put(keys=keys, partition_id=partition_id, fields=TensorDict(nested, batch_size=len(keys)))
+
+
+def _dump_batch(run_dir: Path, step: int, batch: KVBatchMeta, extra: list, real: list, excluded: list,
+                padded: Any, advantages: torch.Tensor) -> None:  # fmt: skip
+    """One JSON line per trained row (``spade.dump_batches``): what the update saw, for audits and tests."""
+    mask = padded["response_mask"].bool()
+    scores = padded["rm_scores"].sum(dim=-1).tolist()
+    with (run_dir / "batches.jsonl").open("a", encoding="utf-8") as f:
+        for i, key in enumerate(batch.keys):
+            e = extra[i] if real[i] else {}
+            values = advantages[i][mask[i]]
+            row = {"global_step": step, "key": key, "uid": key.rsplit("_", 2)[0], "padding": not real[i],
+                   "role": e.get("spade_role"), "spade_step": e.get("spade_step"), "env_id": e.get("spade_env_id"),
+                   "seed": e.get("spade_seed"), "excluded": bool(excluded[i]), "fault": e.get("spade_env_fault"),
+                   "failure": e.get("spade_failure"), "score": scores[i], "trained_tokens": int(mask[i].sum()),
+                   "advantage": float(values[0]) if len(values) else 0.0,
+                   "advantage_abs_max": float(advantages[i].abs().max())}  # fmt: skip
+            f.write(json.dumps(row) + "\n")
 
 
 def role_metrics(extra: list[dict[str, Any]], scores: list[float], real: list[bool], reward_cfg: Any) -> dict:

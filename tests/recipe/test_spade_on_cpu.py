@@ -14,6 +14,7 @@ import re
 import signal
 import subprocess
 import time
+from collections import defaultdict
 from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "run_spade_tiny_cpu.sh"
@@ -134,3 +135,53 @@ def test_fixed_environment_baseline_has_no_designer_rows(tmp_path):
         assert metric(lines[step], "spade/designer/samples") == 0 and metric(lines[step], "spade/agent/samples") == 4
         assert metric(lines[step], "spade/live_envs") == 6  # the six games built-ins
         assert "spade/propose/validity_rate" not in lines[step]
+
+
+# Soak: the designer stand-in (rollout.name=hf_soak, recipe/spade/cpu/scripted.py) cycles through a good env, envs that
+# raise at reset or at step on the agent's seeds, an env whose worker exits, one with an oversized observation, one that
+# hangs, broken code and a duplicate of the good env. The run must finish every step with the expected samples per
+# role, count the faults, and never mix schedule steps or envs inside one GRPO group: checked on the rows each update
+# saw (spade.dump_batches).
+
+SOAK_STEPS = 6
+
+
+def test_six_steps_survive_faulty_hanging_crashing_and_duplicate_designs(tmp_path):
+    log = run_spade(tmp_path, SOAK_STEPS, "actor_rollout_ref.rollout.name=hf_soak", "trainer.save_freq=-1",
+                    "spade.dump_batches=true", "spade.sandbox.call_timeout_s=4", "spade.sandbox.soft_timeout_s=1",
+                    "spade.sandbox.pool_size=2")  # fmt: skip
+    lines = step_lines(log)
+    assert set(range(1, SOAK_STEPS + 1)) <= set(lines)
+    for step in range(1, SOAK_STEPS + 1):
+        regen = (step - 1) % 2 == 0
+        assert metric(lines[step], "spade/designer/samples") == (4 if regen else 0)
+        assert metric(lines[step], "spade/agent/samples") == (4 if regen else 8)
+    # Step 0 admits the good env and the three envs that fault only on the agent's seeds; step 1 plays them.
+    assert metric(lines[1], "spade/propose/validity_rate") == 1.0
+    assert metric(lines[2], "spade/solve/env_fault_rate") > 0
+    assert metric(lines[2], "spade/excluded_samples") >= 2
+    # Step 2's designs: the oversized observation breaks the measurement plays, the hang times out in validation,
+    # the broken code does not parse, and the duplicate of the good env is admitted again without an error.
+    design = lines[3]
+    assert metric(design, "spade/propose/failure/timeout") >= 1
+    assert metric(design, "spade/propose/failure/syntax_error") == 1
+    assert metric(design, "spade/propose/failure/output_too_large") == 1
+    assert metric(design, "spade/propose/validity_rate") == 0.25
+
+    rows = [json.loads(line) for line in (tmp_path / "run" / "spade" / "batches.jsonl").read_text().splitlines()]
+    rows = [r for r in rows if not r["padding"]]
+    assert {r["global_step"] for r in rows} == set(range(1, SOAK_STEPS + 1))
+    groups = defaultdict(list)
+    for r in rows:
+        assert r["spade_step"] == r["global_step"] - 1, "a batch holds exactly one step of the schedule"
+        groups[(r["global_step"], r["uid"])].append(r)
+    for members in groups.values():
+        assert len(members) == 2  # rollout.n
+        assert len({(m["role"], m["spade_step"], m["env_id"], m["seed"]) for m in members}) == 1, members
+    excluded = [r for r in rows if r["excluded"]]
+    assert excluded and all(r["role"] == "agent" and r["fault"] for r in excluded)
+    assert all(r["trained_tokens"] == 0 and r["advantage_abs_max"] == 0.0 for r in excluded)
+    for members in groups.values():  # a healthy sample's baseline is its healthy group mates only
+        healthy = [m for m in members if not m["excluded"] and m["role"] == "agent"]
+        if len(healthy) == 1 and len(members) == 2:
+            assert healthy[0]["advantage"] == 0.0  # alone in its group: no baseline to beat

@@ -28,7 +28,14 @@ def _load_scripted_replica() -> type:
     return ScriptedDesignerReplica
 
 
+def _load_soak_replica() -> type:
+    from recipe.spade.cpu.scripted import SoakDesignerReplica
+
+    return SoakDesignerReplica
+
+
 RolloutReplicaRegistry.register("hf", _load_hf_replica)
 RolloutReplicaRegistry.register("hf_scripted", _load_scripted_replica)
+RolloutReplicaRegistry.register("hf_soak", _load_soak_replica)
 if os.environ.get("VERL_PLATFORM", "").strip().lower() == "cpu":
     patches.apply_all()

@@ -20,7 +20,13 @@ from verl.workers.rollout.replica import TokenOutput
 from recipe.spade.cpu.hf_rollout import HFReplica, HFRolloutServer
 from spade_envs.builtin import BUILTINS, builtin_source
 
-__all__ = ["ScriptedDesignerReplica", "ScriptedDesignerServer"]
+__all__ = [
+    "ScriptedDesignerReplica",
+    "ScriptedDesignerServer",
+    "SoakDesignerReplica",
+    "SoakDesignerServer",
+    "soak_designs",
+]
 
 _DESIGNER_TAIL = "holding the complete module, and write nothing after it."
 _HINT_TAIL = "Reply with the hint text only."
@@ -48,10 +54,7 @@ class ScriptedDesignerServer(HFRolloutServer):
             key = hash(tuple(prompt_ids))
             self.seen[key] = self.seen.get(key, 0) + 1
             setting = "tool_use" if "Plan the world, the tools" in text else "games"
-            if self.seen[key] % 2 == 0:
-                answer = "Here is the environment.\n```python\nclass BrokenEnv(:\n    pass\n```"
-            else:
-                answer = f"Here is the environment.\n```python\n{next(self.sources[setting])}```"
+            answer = self.design_answer(setting, key)
         elif _HINT_TAIL in text:
             answer = _HINT
         else:
@@ -64,8 +67,65 @@ class ScriptedDesignerServer(HFRolloutServer):
         return TokenOutput(token_ids=ids, log_probs=logprobs, stop_reason="completed",
                            extra_fields={"global_steps": self.global_steps})  # fmt: skip
 
+    def design_answer(self, setting: str, key: int) -> str:
+        """The designer's answer: alternately a built-in env and broken code, per prompt."""
+        if self.seen[key] % 2 == 0:
+            return "Here is the environment.\n```python\nclass BrokenEnv(:\n    pass\n```"
+        return f"Here is the environment.\n```python\n{next(self.sources[setting])}```"
+
 
 class ScriptedDesignerReplica(HFReplica):
     """:class:`HFReplica` that launches :class:`ScriptedDesignerServer`."""
 
     server_class = ScriptedDesignerServer
+
+
+#: Seeds on which the soak's faulty envs misbehave: agent seeds of steps 1+ (10,007 x step + slot) fall inside, the
+#: step-0 measurement seeds and (almost surely) validation's drawn seeds in [1, 2**31) do not, so these envs are
+#: admitted and then fail while the agent plays them.
+_FAULT_SEEDS = "10_000 <= (self._soak_seed or 0) < 1_000_000"
+_SOAK_FAULTS = {
+    "reset_raises": ("reset", f"if {_FAULT_SEEDS}:\n    raise RuntimeError('soak: no such instance')"),
+    "step_raises": ("step", f"if {_FAULT_SEEDS} and self._soak_seed % 2:\n    raise ValueError('soak: odd seed')"),
+    "worker_exits": ("step", f"if {_FAULT_SEEDS}:\n    import os\n    os._exit(3)"),
+    "huge_observation": ("step", f"if {_FAULT_SEEDS}:\n    return 'x' * 5_000_000, 0.0, False, False, {{}}"),
+    "hangs": ("reset", "while True:\n    pass"),
+}
+
+
+def soak_designs() -> list[str]:
+    """The soak designs in order: a good env, one per fault of :data:`_SOAK_FAULTS`, broken code, the good env again."""
+    good = builtin_source("VaultCodeEnv")
+    faulty = [_inject(good, method, code) for method, code in _SOAK_FAULTS.values()]
+    return [good, *faulty, "class BrokenEnv(:\n    pass\n", good]
+
+
+def _inject(source: str, method: str, code: str) -> str:
+    """``source`` with ``code`` run first in ``method`` (reset also remembers its seed as ``self._soak_seed``)."""
+    lines = source.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith(f"    def {method}(") and line.endswith(":"))
+    body = [" " * 8 + line for line in code.splitlines()]
+    if method == "reset":
+        body.insert(0, " " * 8 + "self._soak_seed = seed")
+    else:
+        reset = next(i for i, line in enumerate(lines) if line.startswith("    def reset(") and line.endswith(":"))
+        lines.insert(reset + 1, " " * 8 + "self._soak_seed = seed")
+        at += 1
+    return "\n".join(lines[: at + 1] + body + lines[at + 1 :]) + "\n"
+
+
+class SoakDesignerServer(ScriptedDesignerServer):
+    """Designer answers cycle through :func:`soak_designs` (good, faulty, hanging, broken, duplicate): soak tests."""
+
+    def __init__(self, config: Any, model_config: Any, replica_rank: int = 0, max_batch: int = 32) -> None:
+        super().__init__(config, model_config, replica_rank, max_batch)
+        self.designs = itertools.cycle(soak_designs())
+
+    def design_answer(self, setting: str, key: int) -> str:
+        return f"Here is the environment.\n```python\n{next(self.designs)}```"
+
+
+class SoakDesignerReplica(HFReplica):
+    """:class:`HFReplica` that launches :class:`SoakDesignerServer`."""
+
+    server_class = SoakDesignerServer

@@ -1,0 +1,155 @@
+"""Run-level semantics of the recipe that a GPU run depends on, checked on the real config and classes.
+
+Sync trainer mode on every backend, the env pool's groups and run directory, and ``prepare()``'s checks. Regression
+tests for the issue "Survive a real run" (items 1, 4, 6, 7, 8, 9 and 11).
+"""
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+
+from recipe.spade.env_pool import POOL_STATE_FILES, SpadeEnvPool
+from recipe.spade.main_spade import prepare
+from recipe.spade.schedule import schedule_rows
+from recipe.spade.trainer import SpadeTrainer
+from spade_envs.builtin import builtin_source
+
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "recipe" / "spade" / "config"
+
+
+def compose_spade(*overrides: str, name: str = "spade_trainer"):
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+        return compose(config_name=name, overrides=list(overrides))
+
+
+def buffer_of(cfg) -> tuple[SpadeTrainer, ReplayBuffer]:
+    """``SpadeTrainer._build_replay_buffer`` as verl's ``PPOTrainer.__init__`` calls it (no workers needed)."""
+    trainer = object.__new__(SpadeTrainer)
+    trainer.config = cfg
+    trainer.trainer_mode = cfg.trainer.v1.trainer_mode
+    trainer._add_prompts_to_generate = lambda *a, **k: None
+    return trainer, trainer._build_replay_buffer()
+
+
+@pytest.mark.parametrize("backend", ["gpu", "cpu"])
+@pytest.mark.parametrize("name", ["spade_trainer", "spade_megatron_trainer"])
+def test_every_backend_gets_verls_own_sync_replay_buffer(backend, name):
+    cfg = compose_spade(f"backend={backend}", "spade.corpus=x", name=name)
+    assert cfg.trainer.v1.trainer_mode == "spade"  # the name verl's task runner looks up
+    trainer, buffer = buffer_of(cfg)
+    assert type(buffer) is ReplayBuffer  # not ReplayBufferAsync, not a CPU-only subclass
+    assert trainer.trainer_mode == buffer.trainer_mode == "sync"  # what verl's `!= "sync"` checks see
+    assert buffer.gen_batch_size == buffer.train_batch_size == cfg.data.train_batch_size
+    assert not buffer.sync_refill_failed_groups
+    assert buffer.poll_interval == (0.05 if backend == "cpu" else 2.0)  # the one knob that may differ
+
+
+def test_a_custom_sampler_or_refilling_failed_groups_is_refused():
+    cfg = compose_spade("spade.corpus=x", "+trainer.v1.sampler.custom_sampler.path=pkg://x",
+                        "+trainer.v1.sampler.custom_sampler.name=Y")  # fmt: skip
+    with pytest.raises(ValueError, match="needs verl's sync ReplayBuffer"):
+        buffer_of(cfg)
+    cfg = compose_spade("spade.corpus=x", "trainer.v1.sampler.sync_refill_failed_groups=true")
+    with pytest.raises(ValueError, match="sync_refill_failed_groups"):
+        buffer_of(cfg)
+
+
+def pool_config(run_dir: Path, *overrides: str) -> dict:
+    cfg = compose_spade("spade.fixed_env.enable=true", *overrides)
+    spade = OmegaConf.to_container(cfg.spade, resolve=True)
+    spade["run_dir"] = str(run_dir)
+    return spade
+
+
+def test_every_session_of_an_agent_row_plays_the_same_env_and_seed_with_memory_replay(tmp_path):
+    pool = SpadeEnvPool(pool_config(tmp_path, "spade.memory_replay_fraction=0.5"))
+    for slot in range(6):
+        tasks = [pool.agent_task(1, slot) for _ in range(4)]  # the rollout.n sessions of one row: one GRPO group
+        assert len({(t["env_id"], t["seed"]) for t in tasks}) == 1
+
+
+def good_outcome(source: str) -> dict:
+    return {"valid": True, "skill": "mathematical_reasoning", "source": source, "doc_id": None, "code": None,
+            "win_rate": 0.5, "raw_regret": 0.2, "seeds": [1, 2], "regret": 0.2, "hint_failure": None}  # fmt: skip
+
+
+def test_the_same_design_admitted_twice_is_re_scored_not_an_error(tmp_path):
+    pool = SpadeEnvPool(pool_config(tmp_path))
+    source = builtin_source("VaultCodeEnv") + "\n\nEXTRA_CONSTANT = 12345\n"
+    first = pool.register_design(0, good_outcome(source))
+    second = pool.register_design(0, {**good_outcome(source), "win_rate": 0.75})
+    assert first == second and pool.generation == [first]
+    assert pool.memory.get(first).win_rate == 0.75 and pool.memory.get(first).plays == 4
+
+
+def test_plays_of_one_env_may_finish_in_any_step_order(tmp_path):
+    pool = SpadeEnvPool(pool_config(tmp_path))
+    env = pool.agent_task(5, 0)["env_id"]
+    pool.record_play(env, 5, 1.0, None)
+    pool.record_play(env, 4, 0.0, None)
+    assert pool.memory.get(env).win_rate == 0.5 and pool.memory.get(env).last_played_step == 5
+
+
+def test_a_fresh_start_never_reads_what_an_earlier_run_left_in_the_run_dir(tmp_path):
+    spade = pool_config(tmp_path)
+    first = SpadeEnvPool(spade)
+    first.agent_task(0, 0)
+    env = first.register_design(0, good_outcome(builtin_source("VaultCodeEnv") + "\n\nEXTRA_CONSTANT = 1\n"))
+    first.agent_task(1, 0)  # step 1 starts: the designed env goes live and the state is saved to the run dir
+    first.step_metrics(1)
+    assert first.live == [env] and (tmp_path / "pool_state.json").exists()
+
+    fresh = SpadeEnvPool(spade)  # crashed before any checkpoint: a fresh start in the same run dir
+    assert env not in fresh.memory and env not in fresh.live
+    stale = [p for p in tmp_path.iterdir() if p.name.startswith("stale-")]
+    assert len(stale) == 1 and {p.name for p in stale[0].iterdir()} == {*POOL_STATE_FILES, "spade_metrics.jsonl"}
+
+    checkpoint = tmp_path / "ckpt"
+    checkpoint.mkdir()
+    first.save_state(str(checkpoint))
+    resumed = SpadeEnvPool(spade, restore_from=str(checkpoint))  # a resume reads the checkpoint only
+    assert resumed.live == [env] and env in resumed.memory
+
+
+def prepared(tmp_path: Path, *overrides: str):
+    cfg = compose_spade("spade.corpus=x", f"spade.run_dir={tmp_path}", "trainer.device=cuda", *overrides)
+    prepare(cfg)
+    return cfg
+
+
+def test_prepare_requires_the_number_of_steps(tmp_path):
+    with pytest.raises(ValueError, match="trainer.total_training_steps must be set"):
+        prepared(tmp_path)
+    cfg = prepared(tmp_path, "trainer.total_training_steps=5")
+    assert cfg.data.train_files.endswith("schedule-5.parquet")
+
+
+def test_prepare_leaves_a_users_validation_data_alone(tmp_path):
+    cfg = prepared(tmp_path, "trainer.total_training_steps=2", "data.val_files=/data/aime.parquet",
+                   "trainer.test_freq=10")  # fmt: skip
+    assert cfg.data.val_files == "/data/aime.parquet"
+    with pytest.raises(ValueError, match="asks for validation"):
+        prepared(tmp_path, "trainer.total_training_steps=2", "trainer.test_freq=10")
+
+
+def test_the_designer_has_no_temperature_of_its_own():
+    cfg = compose_spade("spade.corpus=x")
+    assert "temperature" not in cfg.spade.designer
+    with pytest.raises(Exception, match="temperature"):
+        compose_spade("spade.corpus=x", "spade.designer.temperature=0.6")
+
+
+def test_designer_rows_are_spread_over_the_step_not_bunched_first():
+    spade = {"agent_rows_per_step": 24, "envs_per_regen": 24, "regen_every": 4, "setting": "games",
+             "fixed_env": {"enable": False}}  # fmt: skip
+    rows = schedule_rows(spade, 2)
+    step0 = [r["extra_info"] for r in rows if r["extra_info"]["step"] == 0]
+    roles = [e["role"] for e in step0]
+    for chunk in range(12):  # verl gives each of 12 agent-loop workers 4 contiguous rows: 2 designers each
+        assert roles[chunk * 4 : chunk * 4 + 4].count("designer") == 2
+    for role, count in (("designer", 24), ("agent", 24)):
+        assert sorted(e["slot"] for e in step0 if e["role"] == role) == list(range(count))
+    assert [r["extra_info"]["role"] for r in rows if r["extra_info"]["step"] == 1] == ["agent"] * 48
