@@ -288,14 +288,19 @@ def _probe_transcript(run: _Run, env: RemoteEnv, seed: int, actions: Sequence[st
 
 
 def _mutated_policy(actions: list[str], seed: int, setting: str) -> Callable[[str, int], str]:
-    """The solution with every number replaced by another of the same length.
+    """The solution with every number replaced by another of the same length, cycled until the episode ends.
 
-    It reaches the wrong-move branches (where a stray global RNG or set order hides) that the solution never takes.
+    It reaches the wrong-move branches (where a stray global RNG or set order hides) that the solution never
+    takes, on every turn, so a random branch shows within a few turns. Deterministic in ``seed`` and the turn.
     """
-    rng = random.Random(seed)
-    changed = [_DIGITS.sub(lambda m: str(rng.randrange(10 ** len(m.group()))).zfill(len(m.group())), a)
-               for a in actions]  # fmt: skip
-    return solution_policy(changed, setting)
+
+    def policy(obs: str, turn: int) -> str:
+        rng = random.Random(seed * 1009 + turn)
+        action = _DIGITS.sub(lambda m: str(rng.randrange(10 ** len(m.group()))).zfill(len(m.group())),
+                             actions[turn % len(actions)])  # fmt: skip
+        return solution_policy([action], setting)(obs, 0)
+
+    return policy
 
 
 def _check_episodes(run: _Run, env: RemoteEnv, config: ValidationConfig, report: ValidationReport) -> dict:

@@ -96,7 +96,7 @@ def test_a_failing_agent_endpoint_leaves_the_env_admitted_but_unmeasured(stub_op
 def test_arms_that_see_different_instances_are_unpaired(stub_openai, tmp_path, pool):
     # a per-worker salt on the measurement seeds only: validation (big seeds, two workers) cannot see it
     salted = guess(rng_seed="seed if seed >= 1000 else seed * 1000 + SALT",
-                   imports="\nimport time\nSALT = time.perf_counter_ns() % 997")  # fmt: skip
+                   imports="\nimport time\nSALT = time.perf_counter_ns()")  # fmt: skip
     (outcome,), _, memory = run_generate(stub_openai, tmp_path, pool, responder(salted))
     assert outcome.failure == "unpaired" and outcome.designer_reward == DEFAULT_PENALTIES["unpaired"]
     assert list(memory)[0].status == "unpaired"

@@ -77,7 +77,7 @@ def test_a_valid_env_is_replayed_in_a_second_worker_on_drawn_seeds(pool):
 
 def test_worker_dependent_instances_are_nondeterministic(pool):
     # deterministic inside one worker (the salt is fixed at import), different in the next worker
-    salted = guess(rng_seed="seed * 1000 + SALT", extra_import="\nimport time\nSALT = time.perf_counter_ns() % 997")
+    salted = guess(rng_seed="seed * 1000 + SALT", extra_import="\nimport time\nSALT = time.perf_counter_ns()")
     report = validate_source(salted, pool)
     assert report.code == "nondeterministic" and "second worker" in report.reason
 
