@@ -17,13 +17,14 @@ import threading
 import time
 from pathlib import Path
 
-__all__ = ["PidsCgroup", "pids_root", "sweep_stale_cgroups"]
+__all__ = ["PidsCgroup", "pids_root", "remove_pending", "sweep_stale_cgroups"]
 
 _PREFIX = "spade-"
 _counter = itertools.count()
 _root: str | None = None
 _probed = False
 _lock = threading.Lock()
+_pending: list[str] = []  # cgroups of killed workers whose processes had not exited yet
 
 
 def _candidates() -> list[str]:
@@ -95,27 +96,60 @@ class PidsCgroup:
         """``cmd`` run by a shell that first moves itself into this cgroup (its children inherit it), then execs."""
         return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', os.path.join(self.path, "cgroup.procs"), *cmd]
 
-    def remove(self, wait_s: float = 2.0) -> None:
-        """SIGKILL whatever still runs in the cgroup, then delete it once empty; never raises."""
-        deadline = time.monotonic() + wait_s
-        while True:
+    def remove(self) -> None:
+        """SIGKILL whatever still runs in the cgroup and delete it; never raises, never waits.
+
+        A cgroup whose killed processes have not exited yet cannot be deleted: it is retried on later calls
+        (and at the next pool start), so closing an env stays as fast as killing its worker.
+        """
+        _kill_members(self.path)
+        with _lock:
+            _pending.append(self.path)
+            retry = list(_pending)
+        for path in retry:
             try:
-                for pid in Path(self.path, "cgroup.procs").read_text().split():
-                    try:
-                        os.kill(int(pid), signal.SIGKILL)
-                    except OSError:
-                        pass
-            except OSError:
-                pass
-            try:
-                os.rmdir(self.path)
-                return
+                os.rmdir(path)
             except FileNotFoundError:
-                return
+                pass
             except OSError:
-                if time.monotonic() > deadline:
-                    return
-                time.sleep(0.01)
+                continue
+            with _lock:
+                if path in _pending:  # another thread may have removed it first
+                    _pending.remove(path)
+
+
+def _kill_members(path: str) -> None:
+    try:
+        members = Path(path, "cgroup.procs").read_text().split()
+    except OSError:
+        return
+    for pid in members:
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def remove_pending(wait_s: float = 2.0) -> None:
+    """Delete the cgroups left pending by :meth:`PidsCgroup.remove`, waiting up to ``wait_s`` for them to empty."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        with _lock:
+            paths = list(_pending)
+        for path in paths:
+            _kill_members(path)
+            try:
+                os.rmdir(path)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                continue
+            with _lock:
+                if path in _pending:  # another thread may have removed it first
+                    _pending.remove(path)
+        if not paths or time.monotonic() > deadline:
+            return
+        time.sleep(0.01)
 
 
 def sweep_stale_cgroups() -> None:
@@ -126,6 +160,7 @@ def sweep_stale_cgroups() -> None:
     for path in Path(root).glob(f"{_PREFIX}*-*"):
         pid = path.name[len(_PREFIX) :].split("-", 1)[0]
         if pid.isdigit() and int(pid) != os.getpid() and not Path(f"/proc/{pid}").exists():
+            _kill_members(str(path))
             try:
                 os.rmdir(path)
             except OSError:

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
+from spade_envs.sandbox.cgroups import remove_pending
 from spade_envs.sandbox.config import ISOLATION_LEVELS, SandboxConfig
 from spade_envs.sandbox.errors import SandboxError, SandboxUnavailable
 from spade_envs.sandbox.process import Worker, become_subreaper, reap_orphans
@@ -238,6 +239,7 @@ class WorkerPool:
         deadline = time.monotonic() + 2.0
         while reap_orphans() or (time.monotonic() < deadline and _has_worker_children()):
             time.sleep(0.01)
+        remove_pending()
 
     def __enter__(self) -> WorkerPool:
         return self

@@ -68,6 +68,20 @@ def reap_orphans() -> int:
     return reaped
 
 
+def _await_exit(pid: int, timeout: float) -> None:
+    """Sleep until ``pid`` exits (a pidfd turns readable), at most ``timeout`` s: no polling loop with sleeps."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        poller.poll(int(timeout * 1000))
+    finally:
+        os.close(fd)
+
+
 class Worker:
     """One worker process, started at ``level`` and ready for ``call``; use once, then :meth:`kill`.
 
@@ -286,6 +300,7 @@ class Worker:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+            _await_exit(self.proc.pid, 5.0)
             try:
                 self.proc.wait(timeout=5.0)
             except subprocess.TimeoutExpired:
