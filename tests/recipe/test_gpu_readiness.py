@@ -348,3 +348,26 @@ def test_sizing_helper_matches_the_ceil_division_it_documents():
                               f"{rows} {designers} {n} {plays} {slots}"], capture_output=True, text=True)  # fmt: skip
         per_row = n * 2 * plays if designers else n
         assert int(out.stdout) == max(8, math.ceil(rows / (slots // per_row)))
+
+
+# --- gpu_smoke.sh's models, built and loaded for real ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(("kind", "arch"), [("dense", "Qwen3ForCausalLM"), ("moe", "Qwen3MoeForCausalLM")])
+def test_smoke_models_build_in_code_and_load(tmp_path, kind, arch):
+    from transformers import AutoConfig, AutoTokenizer
+
+    out = subprocess.run([sys.executable, str(EXAMPLES / "lib" / "smoke_models.py"), kind, str(tmp_path / kind)],
+                         capture_output=True, text=True, timeout=300, cwd=ROOT)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    config = AutoConfig.from_pretrained(tmp_path / kind)
+    assert config.architectures == [arch] and config.head_dim == 64  # a head size every GPU attention kernel takes
+    # gpu_smoke.sh's prompt + response must fit the positions vLLM is allowed (max_model_len <= max positions).
+    cfg = config_of("gpu_smoke.sh")
+    assert cfg.actor_rollout_ref.rollout.max_model_len <= config.max_position_embeddings
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / kind)
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False,
+                                           add_generation_prompt=True, enable_thinking=False)  # fmt: skip
+    assert prompt.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    if kind == "moe":
+        assert (config.num_experts, config.num_experts_per_tok) == (4, 2)
