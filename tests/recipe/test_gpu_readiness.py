@@ -15,6 +15,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 from functools import cache
@@ -371,3 +372,17 @@ def test_smoke_models_build_in_code_and_load(tmp_path, kind, arch):
     assert prompt.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
     if kind == "moe":
         assert (config.num_experts, config.num_experts_per_tok) == (4, 2)
+
+
+def test_gpu_smoke_ends_with_one_fail_line_when_it_cannot_run(tmp_path):
+    def smoke(**env: str) -> tuple[int, str]:
+        env = {**os.environ, "RUN_DIR": str(tmp_path / "run"), "PYTHON": sys.executable, **env}
+        out = subprocess.run(["bash", str(EXAMPLES / "gpu_smoke.sh")], capture_output=True, text=True, timeout=300,
+                             env=env)  # fmt: skip
+        return out.returncode, out.stdout.strip().splitlines()[-1]
+
+    assert smoke(MODE="bogus") == (1, "GPU SMOKE FAIL: MODE must be fsdp or megatron, got 'bogus'")
+    if shutil.which("nvidia-smi") is None:  # this machine (and CI): the model is built, then no GPU is found
+        rc, last = smoke()
+        assert rc == 1 and last.startswith("GPU SMOKE FAIL: mode=fsdp: nvidia-smi failed: no GPU visible")
+        assert (tmp_path / "run" / "model-dense" / "config.json").exists()
