@@ -6,8 +6,8 @@ the item's classes. The model gets the item's functions as OpenAI tools and call
 (native tool calls or ``<tool_call>`` blocks, answered as in the BFCL suite) instead of ACEBench's ``[f(x=1)]``
 text. Loops follow ACEBench's runner:
 
-- multi-step: the task is the first user message; the agent works alone until it says "finish conversation" (a
-  reply without calls gets one nudge, a second one ends the episode) or 40 messages have passed;
+- multi-step: the task is the first user message; the agent works alone until it says "finish conversation" or 40
+  messages have passed; every reply without calls gets a nudge, as ACEBench's runner answers it;
 - multi-turn: an LLM plays the user from the item's instruction under the checkout's simulator prompt; the episode
   ends when either side says "finish conversation" or after 40 messages. ACEBench uses GPT-4o as the user; the
   simulator here is whatever ``user_client`` serves (by default the model under test), recorded in
@@ -181,7 +181,7 @@ class AceBenchAgentSuite(Suite):
         messages = [{"role": "system", "content": system}, {"role": "user", "content": first}]
         transcript = [f"[user] {first}"]
         steps: list[str] = []
-        budget, idle = MAX_MESSAGES, 0
+        budget = MAX_MESSAGES
         while budget > 0:
             reply = client.complete(messages, temperature=sampling.temperature, top_p=sampling.top_p,
                                     max_tokens=sampling.max_tokens, tools=tools)  # fmt: skip
@@ -190,7 +190,7 @@ class AceBenchAgentSuite(Suite):
             calls, n_native, errors = reply_calls(reply)
             transcript.append(f"[agent] {text}" + "".join(f"\n[call] {json.dumps(c)}" for c in reply.tool_calls))
             if calls or errors:
-                idle, budget = 0, budget - 1
+                budget -= 1
                 outputs = scenario.run_step(calls, multi_turn=kind == "multi_turn")
                 if calls:
                     steps.append("[" + ", ".join(render_call(name, args) for name, args in calls) + "]")
@@ -202,10 +202,7 @@ class AceBenchAgentSuite(Suite):
             messages.append({"role": "assistant", "content": reply.text})
             if FINISH in text.lower():
                 return steps, transcript, "agent finished"
-            if user is None:
-                idle += 1
-                if idle == 2:
-                    return steps, transcript, "agent stopped calling"
+            if user is None:  # as ACEBench's multi-step runner: nudge after every reply without calls
                 messages.append({"role": "user", "content": NUDGE})
                 transcript.append(f"[user] {NUDGE}")
             else:

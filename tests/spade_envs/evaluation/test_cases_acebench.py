@@ -8,9 +8,12 @@ ran, errors included. An episode without a kept state fails, whatever the ground
 from __future__ import annotations
 
 import pytest
-from eval_oracle import ACEBENCH
+from eval_oracle import ACEBENCH, Oracle
 
+from spade_envs.evaluation import Sampling, run_suite
+from spade_envs.evaluation.suites.acebench import AceBenchAgentSuite
 from spade_envs.evaluation.suites.acebench_env import Scenario, check_end_to_end, load_classes
+from spade_envs.llm import ChatClient
 
 CONFIG = {"BaseApi": {"wifi": True, "logged_in": True}}
 GOOD = ("add_note", {"title": "Call mom", "text": "Sunday"})
@@ -51,3 +54,24 @@ def test_a_step_that_stops_reports_the_calls_it_did_not_run():
     scenario = Scenario(load_classes(ACEBENCH, "multi_turn", ["BaseApi", "NotesApi"]), ["BaseApi", "NotesApi"], CONFIG)
     outputs = scenario.run_step([GOOD, BAD, AFTER], multi_turn=True)
     assert "added" in outputs[0] and "KeyError" in outputs[1] and "not run" in outputs[2]
+
+
+class SlowStarter(Oracle):
+    """Chats twice before it calls anything in a multi-step item, then plays the gold steps."""
+
+    def __call__(self, body):
+        messages = body["messages"]
+        multi_step = body.get("tools") and messages[0]["content"].startswith("You complete the user's task alone")
+        if multi_step and sum(m["role"] == "assistant" for m in messages) < 2:
+            return {"content": "Let me think about what to do first."}
+        return super().__call__(body)
+
+
+def test_multi_step_nudges_after_every_reply_without_calls(stub_openai, tmp_path):
+    """ACEBench's multi-step runner answers each call-less reply and goes on until its 40-message cap."""
+    server = stub_openai(SlowStarter())
+    run = run_suite(AceBenchAgentSuite(ACEBENCH), ChatClient(server.base_url, "m", max_retries=0), tmp_path,
+                    sampling=Sampling(n_samples=1, temperature=0.0, max_tokens=64), progress=None)  # fmt: skip
+    steps = [r for r in run.records if r.detail["kind"] == "multi_step"]
+    assert steps and all(r.score == 1.0 and r.detail["ended"] == "agent finished" for r in steps)
+    assert all(r.response.count("Nobody can answer questions here") == 2 for r in steps)
