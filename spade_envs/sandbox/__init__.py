@@ -3,6 +3,7 @@
 from spade_envs.sandbox.client import AsyncSandboxEnv, RemoteEnv, SandboxedEnv
 from spade_envs.sandbox.config import ISOLATION_LEVELS, SandboxConfig
 from spade_envs.sandbox.errors import (
+    SANDBOX_FAILURE_CODES,
     EnvCrashed,
     EnvRaised,
     EnvTimeout,
@@ -15,6 +16,7 @@ from spade_envs.sandbox.pool import WorkerPool, probe_isolation
 
 __all__ = [
     "ISOLATION_LEVELS",
+    "SANDBOX_FAILURE_CODES",
     "AsyncSandboxEnv",
     "EnvCrashed",
     "EnvRaised",

@@ -106,20 +106,45 @@ class Worker:
         self.scratch = self._scratch.path
         try:
             self._start()
+        except OSError as exc:  # pipes, cgroup or process creation failed on the host (fds, pids, memory)
+            self.kill()
+            raise SandboxUnavailable(f"could not start a worker: {exc}", code="spawn_failed") from exc
         except BaseException:
             self.kill()  # a worker that could not start or harden itself must not linger
             raise
 
     def _start(self) -> None:
         config, level = self.config, self.level
+        root = pids_root()
+        if root is not None:  # a process/thread cap that also binds a worker running as (mapped) host root
+            self._cgroup = PidsCgroup(root, config.processes)
         req_r, self._req_w = os.pipe()
+        self._fds = [self._req_w, req_r]
         self._resp_r, resp_w = os.pipe()
-        self._fds = [self._req_w, self._resp_r]
+        self._fds += [self._resp_r, resp_w]
+        try:  # the worker's ends of the pipes are closed here once it has them (or could not start)
+            cmd, env = self._command(req_r, resp_w)
+            self.proc = spawn(
+                cmd, pass_fds=(req_r, resp_w), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, start_new_session=True, env=env, close_fds=True,
+            )  # fmt: skip
+        finally:
+            os.close(req_r)
+            os.close(resp_w)
+            self._fds = [self._req_w, self._resp_r]
         os.set_blocking(self._req_w, False)  # writes get a deadline too: a worker may stop reading
         self._poller = select.poll()  # not select.select: that fails on descriptors >= 1024
         self._poller.register(self._resp_r, select.POLLIN)
         self._write_poller = select.poll()
         self._write_poller.register(self._req_w, select.POLLOUT)
+        self.started = time.monotonic()
+        info = self._read_reply(0, self.started + config.start_timeout_s, "start", "start_timeout")
+        if not (isinstance(info, dict) and isinstance(info.get("pid"), int) and info.get("level") == level):
+            self._fail(ProtocolViolation("the worker's start-up message is malformed", code="invalid_result"))
+        self.info = info
+
+    def _command(self, req_r: int, resp_w: int) -> tuple[list[str], dict[str, str]]:
+        config, level = self.config, self.level
         worker_cfg = {
             "rfd": req_r,
             "wfd": resp_w,
@@ -141,25 +166,7 @@ class Worker:
         cmd, env = python_command(json.dumps(worker_cfg))
         if level == "bwrap":  # bwrap starts with an empty environment (/proc/1/environ shows it) and sets the child's
             cmd, env = bwrap_prefix(self.scratch, self._scratch.mounted, config.scratch_mb) + cmd, {}
-        root = pids_root()
-        if root is not None:  # a process/thread cap that also binds a worker running as (mapped) host root
-            self._cgroup = PidsCgroup(root, config.processes)
-            cmd = self._cgroup.wrap(cmd)
-        try:
-            self.proc = spawn(
-                cmd, pass_fds=(req_r, resp_w), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, start_new_session=True, env=env, close_fds=True,
-            )  # fmt: skip
-        except OSError as exc:
-            raise SandboxUnavailable(f"could not start a worker: {exc}", code="spawn_failed") from exc
-        finally:
-            os.close(req_r)
-            os.close(resp_w)
-        self.started = time.monotonic()
-        info = self._read_reply(0, self.started + config.start_timeout_s, "start", "start_timeout")
-        if not (isinstance(info, dict) and isinstance(info.get("pid"), int) and info.get("level") == level):
-            self._fail(ProtocolViolation("the worker's start-up message is malformed", code="invalid_result"))
-        self.info = info
+        return (self._cgroup.wrap(cmd) if self._cgroup is not None else cmd), env
 
     # -- calls ----------------------------------------------------------------------------------------------------
     def call(self, op: str, timeout: float | None = None, **payload: Any) -> Any:
