@@ -39,8 +39,9 @@ GEN_TP=${GEN_TP:-4}
 GEN_DP=${GEN_DP:-2}
 # Sandbox slots per agent-loop worker (spade.sandbox.max_workers); the worker count follows from it (launch.sh).
 SANDBOX_SLOTS=${SANDBOX_SLOTS:-256}
-AGENT_WORKERS=$(spade_agent_workers $((AGENT_ROWS + ENVS_PER_REGEN)) "$ENVS_PER_REGEN" "$N" "$PLAYS_PER_ARM" \
-    "$SANDBOX_SLOTS" "${AGENT_WORKERS:-}")
+ROWS_PER_STEP=$((AGENT_ROWS + ENVS_PER_REGEN))
+AGENT_WORKERS=$(spade_agent_workers "$ROWS_PER_STEP" "$ENVS_PER_REGEN" "$N" "$PLAYS_PER_ARM" "$SANDBOX_SLOTS" \
+    "${AGENT_WORKERS:-}")
 # Chat template: thinking off until the thinking mode of "Thinking agents" exists (Instruct-2507 has no thinking).
 ENABLE_THINKING=${ENABLE_THINKING:-false}
 # Checkpoints: every SAVE_FREQ steps, the last KEEP_CKPTS kept; each holds HF weights for spade-eval
@@ -54,7 +55,7 @@ OVERRIDES=(
     spade.plays_per_arm="$PLAYS_PER_ARM" spade.max_turns="$MAX_TURNS" spade.turn_tokens="$TURN_TOKENS"
     reward.reward_kwargs.designer.variant="$REWARD_VARIANT"
     spade.designer.max_tokens=16384
-    data.train_batch_size=$((AGENT_ROWS + ENVS_PER_REGEN))
+    data.train_batch_size="$ROWS_PER_STEP"
     data.max_prompt_length="$MAX_PROMPT" data.max_response_length="$MAX_RESPONSE" data.filter_overlong_prompts=false
     ++data.apply_chat_template_kwargs.enable_thinking="$ENABLE_THINKING"
     actor_rollout_ref.model.path="$MODEL_PATH"
@@ -70,7 +71,7 @@ OVERRIDES=(
     actor_rollout_ref.actor.use_kl_loss=false
     actor_rollout_ref.actor.optim.lr="$LR" actor_rollout_ref.actor.optim.weight_decay=0.1
     actor_rollout_ref.actor.clip_ratio_low=0.2 actor_rollout_ref.actor.clip_ratio_high=0.28
-    actor_rollout_ref.actor.ppo_mini_batch_size=$((AGENT_ROWS + ENVS_PER_REGEN))
+    actor_rollout_ref.actor.ppo_mini_batch_size="$ROWS_PER_STEP"
     actor_rollout_ref.actor.use_dynamic_bsz=true actor_rollout_ref.actor.ppo_max_token_len_per_gpu=40960
     actor_rollout_ref.actor.megatron.tensor_model_parallel_size="$TP"
     actor_rollout_ref.actor.megatron.expert_model_parallel_size="$EP"

@@ -33,8 +33,9 @@ LR=${LR:-1e-6}
 GEN_TP=${GEN_TP:-2}
 # Sandbox slots per agent-loop worker (spade.sandbox.max_workers); the worker count follows from it (launch.sh).
 SANDBOX_SLOTS=${SANDBOX_SLOTS:-256}
-AGENT_WORKERS=$(spade_agent_workers $((AGENT_ROWS + ENVS_PER_REGEN)) "$ENVS_PER_REGEN" "$N" "$PLAYS_PER_ARM" \
-    "$SANDBOX_SLOTS" "${AGENT_WORKERS:-}")
+ROWS_PER_STEP=$((AGENT_ROWS + ENVS_PER_REGEN))
+AGENT_WORKERS=$(spade_agent_workers "$ROWS_PER_STEP" "$ENVS_PER_REGEN" "$N" "$PLAYS_PER_ARM" "$SANDBOX_SLOTS" \
+    "${AGENT_WORKERS:-}")
 # Chat template: Qwen3-8B thinks by default; off until the thinking mode of "Thinking agents" exists.
 ENABLE_THINKING=${ENABLE_THINKING:-false}
 # Checkpoints: every SAVE_FREQ steps, the last KEEP_CKPTS kept; each holds HF weights for spade-eval
@@ -47,14 +48,14 @@ OVERRIDES=(
     spade.regen_every="$REGEN_EVERY" spade.envs_per_regen="$ENVS_PER_REGEN" spade.agent_rows_per_step="$AGENT_ROWS"
     spade.plays_per_arm="$PLAYS_PER_ARM" spade.turn_tokens="$TURN_TOKENS"
     reward.reward_kwargs.designer.variant="$REWARD_VARIANT"
-    data.train_batch_size=$((AGENT_ROWS + ENVS_PER_REGEN))
+    data.train_batch_size="$ROWS_PER_STEP"
     data.max_prompt_length="$MAX_PROMPT" data.max_response_length="$MAX_RESPONSE" data.filter_overlong_prompts=false
     ++data.apply_chat_template_kwargs.enable_thinking="$ENABLE_THINKING"
     actor_rollout_ref.model.path="$MODEL_PATH" actor_rollout_ref.model.enable_gradient_checkpointing=true
     algorithm.adv_estimator=grpo algorithm.norm_adv_by_std_in_grpo=false algorithm.use_kl_in_reward=false
     actor_rollout_ref.actor.optim.lr="$LR" actor_rollout_ref.actor.optim.weight_decay=0.1
     actor_rollout_ref.actor.clip_ratio_low=0.2 actor_rollout_ref.actor.clip_ratio_high=0.28
-    actor_rollout_ref.actor.ppo_mini_batch_size=$((AGENT_ROWS + ENVS_PER_REGEN))
+    actor_rollout_ref.actor.ppo_mini_batch_size="$ROWS_PER_STEP"
     actor_rollout_ref.actor.use_dynamic_bsz=true actor_rollout_ref.actor.ppo_max_token_len_per_gpu=40960
     actor_rollout_ref.actor.fsdp_config.param_offload=true actor_rollout_ref.actor.fsdp_config.optimizer_offload=true
     actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n="$N"
