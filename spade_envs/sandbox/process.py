@@ -246,7 +246,7 @@ class Worker:
             self._fail(OutputTooLarge(f"{op} reply exceeds {cap} bytes; the worker was killed", code="reply_too_large"))
         try:
             reply = protocol.decode(line)
-            check_json(reply, self.config.max_observation_chars, MAX_DEPTH + 4)
+            check_json(reply, self.config.max_observation_chars, MAX_DEPTH + 4, line)
         except (ValueError, UnicodeDecodeError) as exc:
             self._fail(ProtocolViolation(f"unparseable reply to {op}: {exc}"[:2000], code="garbled_reply"))
         if reply.get("seq") != seq or not isinstance(reply.get("ok"), bool):
@@ -258,7 +258,7 @@ class Worker:
             if op == "start":
                 return reply.get("result")
             try:
-                return check_result(op, reply.get("result"), self.config.max_observation_chars)
+                return check_result(op, reply.get("result"), self.config.max_observation_chars, walk=False)
             except BadReply as exc:
                 self._fail(ProtocolViolation(f"invalid {op} result from the worker: {exc}"[:2000]))
         kind, code, error = reply.get("kind"), reply.get("code"), str(reply.get("error", ""))[:4000]

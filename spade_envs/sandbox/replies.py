@@ -54,8 +54,33 @@ def valid_text(value: str) -> bool:
     return True
 
 
-def check_json(value: Any, max_chars: int, max_depth: int = MAX_DEPTH) -> None:
-    """Plain JSON data only: bounded depth, finite floats, 64-bit ints, strings valid and within ``max_chars``."""
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_BIG_EXPONENTS = (b"e000", b"E000", b"e+000", b"E+000", b"e-000", b"E-000")
+
+
+def _plainly_fine(line: bytes, max_chars: int, max_depth: int) -> bool:
+    r"""Whether the raw JSON ``line`` cannot hold anything :func:`check_json` refuses (C-speed scans only).
+
+    Strings cannot outgrow the whole line; without a ``\ud..`` escape no surrogate can appear (strict UTF-8
+    decoding refuses encoded ones); without a run of 19 digits or a 3-digit exponent no number can exceed 64 bits
+    or overflow to infinity; with fewer brackets than ``max_depth`` nothing can nest deeper.
+    """
+    if len(line) > max_chars or line.count(b"[") + line.count(b"{") >= max_depth:
+        return False
+    if b"\\u" in line and (b"\\ud" in line or b"\\uD" in line):
+        return False
+    digits = line.translate(_DIGITS_AS_ZERO)
+    return b"0" * 19 not in digits and not any(exponent in digits for exponent in _BIG_EXPONENTS)
+
+
+def check_json(value: Any, max_chars: int, max_depth: int = MAX_DEPTH, line: bytes | None = None) -> None:
+    """Plain JSON data only: bounded depth, finite floats, 64-bit ints, strings valid and within ``max_chars``.
+
+    ``line``: the raw JSON text ``value`` was decoded from; when a scan of it proves the walk unnecessary (the
+    common, small reply), the walk is skipped.
+    """
+    if line is not None and _plainly_fine(line, max_chars, max_depth):
+        return
     stack = [(value, 0)]
     while stack:
         item, depth = stack.pop()
@@ -77,8 +102,8 @@ def check_json(value: Any, max_chars: int, max_depth: int = MAX_DEPTH) -> None:
                 raise BadReply(f"data nested deeper than {max_depth} levels")
             if isinstance(item, dict):
                 for key in item:
-                    if not isinstance(key, str) or len(key) > MAX_KEY_CHARS or not valid_text(key):
-                        raise BadReply("a dict key is not a valid string of at most 200 characters")
+                    if not isinstance(key, str) or len(key) > max_chars or not valid_text(key):
+                        raise BadReply("a dict key is not a valid string within the size cap")
                 stack.extend((v, depth + 1) for v in item.values())
             else:
                 stack.extend((v, depth + 1) for v in item)
@@ -201,9 +226,13 @@ _CHECKS = {
 }
 
 
-def check_result(op: str, result: Any, max_chars: int) -> Any:
-    """The result of ``op`` if it is one the method may return, else :class:`BadReply`."""
-    check_json(result, max_chars, MAX_DEPTH + 2)  # +2: the method's own list and the info dict around the data
+def check_result(op: str, result: Any, max_chars: int, walk: bool = True) -> Any:
+    """The result of ``op`` if it is one the method may return, else :class:`BadReply`.
+
+    ``walk=False`` skips the plain-JSON check (:func:`check_json`) for a caller that has made it already.
+    """
+    if walk:
+        check_json(result, max_chars, MAX_DEPTH + 2)  # +2: the method's own list and the info dict around the data
     if op not in _CHECKS:
         raise BadReply(f"unknown op {op!r}")
     return _CHECKS[op](result)

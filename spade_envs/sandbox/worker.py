@@ -121,7 +121,8 @@ class _Server:
         try:
             try:
                 result = protocol.scrub(self.dispatch(op, request), self.max_chars)
-                replies.check_result(op, result, self.max_chars)  # the host's own check: never send what it refuses
+                replies.check_result(op, result, self.max_chars, walk=False)  # the host's shape check (scrub did
+                # the rest): never send what the host refuses
                 return {"seq": seq, "ok": True, "result": result}
             finally:  # disarm before any handler runs: formatting a huge traceback must not be interrupted
                 signal.setitimer(signal.ITIMER_REAL, 0)

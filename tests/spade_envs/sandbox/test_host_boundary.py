@@ -21,7 +21,7 @@ from spade_envs.sandbox import RemoteEnv, SandboxConfig, SandboxError, WorkerPoo
 from spade_envs.sandbox.errors import SANDBOX_FAILURE_CODES, SandboxUnavailable
 from spade_envs.sandbox.process import Worker
 from spade_envs.sandbox.protocol import decode
-from spade_envs.sandbox.replies import BadReply, check_result
+from spade_envs.sandbox.replies import MAX_DEPTH, BadReply, _plainly_fine, check_json, check_result
 
 OPS = ("init", "reset", "step", "step_calls", "call_tool", "tools", "solution")
 MAX_CHARS = 1000
@@ -64,7 +64,7 @@ _scalars = (
     | st.integers(min_value=-(10**30), max_value=10**30)
     | st.floats()
     | st.text(max_size=20)
-    | st.sampled_from(["\ud800", "x" * (MAX_CHARS + 1), "pong"])
+    | st.sampled_from(["\ud800", "\U0001f600", "x" * (MAX_CHARS + 1), "pong", 10**18, 2**63, 1e308, -(2**63)])
 )
 _json = st.recursive(
     _scalars,
@@ -116,10 +116,16 @@ def test_decoding_and_checking_any_line_raises_only_value_errors(op, data):
     line = data.draw(_line(op)).replace(b"@SEQ@", b"2")
     try:
         reply = decode(line)
-        if reply.get("ok") is True:
-            check_result(op, reply.get("result"), MAX_CHARS)
     except (BadReply, ValueError, UnicodeDecodeError):
+        return
+    try:
+        check_json(reply, MAX_CHARS, MAX_DEPTH + 4, line)  # as the host does: a fast scan of the line, or the walk
+        if reply.get("ok") is True:
+            check_result(op, reply.get("result"), MAX_CHARS, walk=False)
+    except BadReply:
         pass
+    if _plainly_fine(line, MAX_CHARS, MAX_DEPTH + 4):  # the scan may only skip walks that would have passed
+        check_json(reply, MAX_CHARS, MAX_DEPTH + 4)
 
 
 # -- end to end, through a real sandboxed worker --------------------------------------------------------------------
