@@ -219,6 +219,27 @@ def _cmd_memory(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_import_pool(args: argparse.Namespace) -> int:
+    """Validate a folder of reference-format games under the compatibility mode; write a pool; print a table."""
+    from spade_envs.failures import FAILURE_CODES
+    from spade_envs.import_pool import IMPORT_CODES, import_pool
+    from spade_envs.sandbox import SandboxConfig, WorkerPool
+    from spade_envs.validate import ValidationConfig
+
+    config = ValidationConfig(n_seeds=args.seeds, max_turns=args.max_turns, seed=args.seed, budget_s=args.budget_s)
+    sandbox = SandboxConfig(isolation=args.isolation, pool_size=args.jobs, soft_timeout_s=args.timeout_s,
+                            call_timeout_s=2 * args.timeout_s + 1)  # fmt: skip
+    with WorkerPool(sandbox) as pool:
+        result = import_pool(args.dir, args.out, pool, scoring=args.scoring, config=config, jobs=args.jobs)
+    describe = {**FAILURE_CODES, **IMPORT_CODES}
+    rows = [("imported", str(result.imported), "admitted, written to envs/")]
+    rows += [(code, str(n), describe.get(code, "")) for code, n in result.rejected_by_code().items()]
+    print(format_table(("result", "games", "meaning"), rows))
+    print(f"\n{result.imported}/{len(result.games)} games imported into {args.out} (scoring {args.scoring}, "
+          f"isolation {pool.level})")  # fmt: skip
+    return 0 if result.imported else 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI on ``argv`` (default ``sys.argv[1:]``) and return the exit status."""
     parser = argparse.ArgumentParser(prog="spade-envs", description=__doc__.splitlines()[0])
@@ -274,6 +295,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     mem.add_argument("action", choices=["show", "stats"])
     mem.add_argument("path")
     mem.set_defaults(fn=_cmd_memory)
+    imp = sub.add_parser("import-pool", help="validate reference-format game_*.py files; write a fixed-env pool")
+    imp.add_argument("dir", help="folder of game_*.py (and an optional manifest.jsonl with skills)")
+    imp.add_argument("--out", required=True, help="output pool folder (envs/ + manifest.jsonl) for fixed_env.pool_dir")
+    imp.add_argument(
+        "--scoring",
+        choices=["total", "final"],
+        default="total",
+        help="total: a win when the step rewards sum to 1 (default); final: the reference scorer's rule",
+    )
+    imp.add_argument("--max-turns", type=int, default=25, help="training turn cap (default 25)")
+    imp.add_argument("--seed", type=int, default=0, help="run seed the validation seeds are drawn from")
+    imp.add_argument("--seeds", type=int, default=3, help="solution seeds per game (default 3)")
+    imp.add_argument("--timeout-s", type=float, default=5.0, help="per-call time limit in the sandbox (default 5)")
+    imp.add_argument("--budget-s", type=float, default=120.0, help="wall-clock budget of one game's validation")
+    imp.add_argument("--jobs", type=int, default=1, help="games validated at once (default 1)")
+    imp.add_argument("--isolation", default="auto", help="sandbox level: auto, bwrap, landlock, rlimits, none")
+    imp.set_defaults(fn=_cmd_import_pool)
     for command in (validate, play_cmd, run, gen):
         command.add_argument("--isolation", default="auto", help="sandbox level: auto, bwrap, landlock, rlimits, none")
     from spade_envs.simulate.cli import add_arguments as _simulate_arguments

@@ -1,0 +1,3 @@
+class Helper:
+    def reset(self, seed=None):
+        return "no Env class here", {}
