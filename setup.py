@@ -40,6 +40,8 @@ setup(
         "cachetools",
         "fastapi",
         "uvicorn",
+        # RLVE's verifiable environments (module `Gym`, pure Python, no declared dependencies) for the RLVE baseline.
+        "rlve-gym==0.0.1",
     ],
     extras_require={
         # Offline scorers of the evaluation suites (spade-eval). math-verify's antlr extra matches omegaconf's pin.
