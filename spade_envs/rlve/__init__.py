@@ -14,8 +14,10 @@ API for the env pool (framework-free; nothing here runs RLVE code in the calling
     metrics.update(window.metrics())              # rlve/h/<env>, rlve/l/<env>, rlve/h_mean
     checkpoint["rlve_window"] = window.state_dict()   # window.load_state_dict(...) on resume
 
-``instance.source`` is ordinary env source (one class, ``max_turns = 1``, games setting): the sandbox worker
-imports the one RLVE module it needs from the venv's read-only site-packages. ``rlve-gym`` must be installed.
+``inst.source`` is ordinary env source (one class, ``max_turns = 1``, games setting): the sandbox worker imports
+the one RLVE module it needs from the venv's read-only site-packages. ``inst.spec()`` is the same source as an
+:class:`~spade_envs.spec.EnvSpec` (id ``rlve_<env>_d<level>``, skill = the RLVE id) for code that keeps specs.
+``rlve-gym`` must be installed.
 """
 
 from __future__ import annotations

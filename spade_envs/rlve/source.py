@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spade_envs.rlve.catalog import RLVEEntry
+from spade_envs.spec import EnvSpec
 
 __all__ = ["RLVEInstance", "rlve_source"]
 
@@ -155,3 +156,13 @@ class RLVEInstance:
     @property
     def filename(self) -> str:
         return f"<rlve {self.env_id} difficulty {self.difficulty}>"
+
+    def spec(self) -> EnvSpec:
+        """The (env, difficulty) pair as an :class:`EnvSpec` (id ``rlve_<env>_d<level>``, skill = the RLVE id)."""
+        return EnvSpec(
+            f"rlve_{self.env_id}_d{self.difficulty}",
+            "games",
+            self.env_id,
+            self.source,
+            metadata={"rlve_env": self.env_id, "difficulty": self.difficulty},
+        )

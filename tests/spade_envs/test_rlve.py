@@ -107,5 +107,13 @@ def test_sets():
         RLVEEnvSet.from_names("official17")
     with pytest.raises(ValueError, match="twice"):
         RLVEEnvSet.from_names(["SAT", "SAT"])
+    spec = official.instance("SAT", 2, 9).spec()
+    assert (spec.env_id, spec.setting, spec.skill, spec.metadata) == (
+        "rlve_SAT_d2",
+        "games",
+        "SAT",
+        {"rlve_env": "SAT", "difficulty": 2},
+    )
+    assert spec.source == official.instance("SAT", 2, 10).source  # one source per (env, difficulty), any seed
     with pytest.raises(ValueError, match="difficulty must be an int >= 0"):
         official.instance("SAT", -1, 0)
