@@ -226,6 +226,8 @@ def _cmd_import_pool(args: argparse.Namespace) -> int:
     from spade_envs.sandbox import SandboxConfig, WorkerPool
     from spade_envs.validate import ValidationConfig
 
+    if args.jobs < 1 or args.timeout_s <= 0:
+        raise SpadeEnvError(f"--jobs must be >= 1 and --timeout-s > 0, got {args.jobs} and {args.timeout_s}")
     config = ValidationConfig(n_seeds=args.seeds, max_turns=args.max_turns, seed=args.seed, budget_s=args.budget_s)
     sandbox = SandboxConfig(isolation=args.isolation, pool_size=args.jobs, soft_timeout_s=args.timeout_s,
                             call_timeout_s=2 * args.timeout_s + 1)  # fmt: skip
