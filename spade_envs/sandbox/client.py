@@ -13,7 +13,7 @@ from typing import Any
 
 from spade_envs.contract import StepResult
 from spade_envs.gym_adapter import TextEnv
-from spade_envs.sandbox.errors import OutputTooLarge
+from spade_envs.sandbox.errors import OutputTooLarge, SandboxUnavailable
 from spade_envs.sandbox.pool import WorkerPool, shielded
 from spade_envs.sandbox.process import Worker
 
@@ -133,7 +133,11 @@ class AsyncSandboxEnv:
         return self.remote.max_turns
 
     async def _run(self, fn: Any, *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self._executor, functools.partial(fn, *args))
+        try:
+            future = asyncio.get_running_loop().run_in_executor(self._executor, functools.partial(fn, *args))
+        except RuntimeError as exc:  # the pool shut down (its executor with it); its workers are gone
+            raise SandboxUnavailable("the worker pool is shut down", code="pool_closed") from exc
+        return await future
 
     async def reset(self, seed: int | None = None) -> tuple[str, dict[str, Any]]:
         return await self._run(self.remote.reset, seed)
@@ -154,4 +158,7 @@ class AsyncSandboxEnv:
         return await self._run(self.remote.solution)
 
     async def close(self) -> None:
-        await self._run(self.remote.close)
+        try:
+            await self._run(self.remote.close)
+        except SandboxUnavailable:
+            self.remote.close()  # after shutdown: releasing is quick and safe to repeat

@@ -139,3 +139,19 @@ def test_waiting_for_a_slot_times_out_with_a_typed_error_and_cancelling_leaks_no
     asyncio.run(main())
     procs.wait_until(lambda: small_pool._slots.free == MAX_WORKERS)  # a cancelled start is released on a thread
     assert small_pool.live_count == 0 and small_pool._slots.free == MAX_WORKERS
+
+
+def test_an_env_outliving_its_pool_fails_typed_and_closes_quietly():
+    async def main() -> None:
+        with WorkerPool(SandboxConfig(isolation=_cheapest_real_level(), preload_numpy=False, pool_size=0)) as pool:
+            env = await AsyncSandboxEnv.create(COUNTER_ENV, pool)
+            await env.reset(0)
+        with pytest.raises(SandboxUnavailable) as info:
+            await env.step("up")
+        assert info.value.code == "pool_closed"
+        await env.close()
+        with pytest.raises(SandboxUnavailable) as info:
+            await AsyncSandboxEnv.create(COUNTER_ENV, pool)
+        assert info.value.code == "pool_closed"
+
+    asyncio.run(main())
