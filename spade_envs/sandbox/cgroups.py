@@ -17,7 +17,7 @@ import threading
 import time
 from pathlib import Path
 
-__all__ = ["PidsCgroup", "pids_root", "remove_pending", "sweep_stale_cgroups"]
+__all__ = ["PidsCgroup", "host_tag", "is_stale", "pids_root", "remove_pending", "sweep_stale_cgroups"]
 
 _PREFIX = "spade-"
 _counter = itertools.count()
@@ -25,6 +25,33 @@ _root: str | None = None
 _probed = False
 _lock = threading.Lock()
 _pending: list[str] = []  # cgroups of killed workers whose processes had not exited yet
+
+
+def host_tag() -> str:
+    """This process as ``<pid namespace inode>.<pid>``.
+
+    A pid only identifies a process within one pid namespace, and a shared /tmp or cgroup tree may hold the
+    leftovers of hosts in other namespaces (containers).
+    """
+    try:
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        namespace = 0
+    return f"{namespace}.{os.getpid()}"
+
+
+def is_stale(tag: str) -> bool:
+    """Whether ``tag`` (from :func:`host_tag`) names a host of *this* pid namespace that no longer runs."""
+    namespace, _, pid = tag.partition(".")
+    if namespace != host_tag().partition(".")[0] or not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def _candidates() -> list[str]:
@@ -66,7 +93,7 @@ def pids_root() -> str | None:
         except OSError:
             candidates = []
         for base in candidates:
-            probe = os.path.join(base, f"{_PREFIX}{os.getpid()}-probe")
+            probe = os.path.join(base, f"{_PREFIX}{host_tag()}-probe")
             try:
                 os.mkdir(probe)
                 try:
@@ -84,7 +111,7 @@ class PidsCgroup:
     """A fresh cgroup allowing ``limit`` processes and threads; :meth:`wrap` starts a command inside it."""
 
     def __init__(self, root: str, limit: int) -> None:
-        self.path = os.path.join(root, f"{_PREFIX}{os.getpid()}-{next(_counter)}")
+        self.path = os.path.join(root, f"{_PREFIX}{host_tag()}-{next(_counter)}")
         os.mkdir(self.path)
         try:
             Path(self.path, "pids.max").write_text(str(limit))
@@ -158,8 +185,7 @@ def sweep_stale_cgroups() -> None:
     if root is None:
         return
     for path in Path(root).glob(f"{_PREFIX}*-*"):
-        pid = path.name[len(_PREFIX) :].split("-", 1)[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not Path(f"/proc/{pid}").exists():
+        if is_stale(path.name[len(_PREFIX) :].split("-", 1)[0]):
             _kill_members(str(path))
             try:
                 os.rmdir(path)

@@ -6,7 +6,8 @@ The host mounts a tmpfs with ``size`` and ``nr_inodes`` on each scratch dir when
 ``CAP_SYS_ADMIN``), so the quota holds at every level and removing the scratch is one lazy unmount. Otherwise the
 bwrap level mounts a size-limited tmpfs inside the sandbox (bytes only: ``--size``), and the landlock and rlimits
 levels keep a plain directory with the per-file size limit only (a documented limit, ``docs/sandbox.md``).
-Scratch dirs are named after the host's pid, so a pool sweeps those that a killed host left behind.
+Scratch dirs are named after the host (pid namespace and pid), so a pool sweeps those that a killed host of its
+own pid namespace left behind, and never those of a host in another container sharing /tmp.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from spade_envs.sandbox.cgroups import sweep_stale_cgroups
+from spade_envs.sandbox.cgroups import host_tag, is_stale, sweep_stale_cgroups
 
 __all__ = ["PREFIX", "Scratch", "remove_tree", "sweep_stale"]
 
@@ -36,7 +37,7 @@ class Scratch:
 
     def __init__(self, size_mb: int, max_files: int) -> None:
         global _can_mount
-        self.path = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-")
+        self.path = tempfile.mkdtemp(prefix=f"{PREFIX}{host_tag()}-")
         self.size_mb, self.max_files = size_mb, max_files
         self.mounted = False
         if _can_mount is False:
@@ -135,22 +136,11 @@ def _open_dir(name: str, parent: int) -> tuple[int, str] | None:
     return None
 
 
-def _host_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def sweep_stale(tmp: str | None = None) -> int:
     """Remove scratch dirs (and their mounts) of hosts that no longer run; returns how many went."""
     removed = 0
     for path in Path(tmp or tempfile.gettempdir()).glob(f"{PREFIX}*-*"):
-        pid = path.name[len(PREFIX) :].split("-", 1)[0]
-        if not pid.isdigit() or int(pid) == os.getpid() or _host_alive(int(pid)):
+        if not is_stale(path.name[len(PREFIX) :].split("-", 1)[0]):
             continue
         _libc.umount2(str(path).encode(), _MNT_DETACH)
         remove_tree(str(path))

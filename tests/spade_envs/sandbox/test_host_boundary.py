@@ -211,3 +211,22 @@ def test_a_hostile_tree_in_a_plain_scratch_dir_is_removed_without_recursion(monk
     box.remove()
     assert not os.path.exists(box.path)
     assert (outside / "keep").read_text() == "keep"  # the link was removed, not followed
+
+
+def test_the_sweep_removes_only_leftovers_of_dead_hosts_of_this_pid_namespace(tmp_path):
+    from spade_envs.sandbox.cgroups import host_tag
+    from spade_envs.sandbox.scratch import PREFIX, sweep_stale
+
+    namespace, _, pid = host_tag().partition(".")
+    dead = 2**22 + 12345  # above the default pid_max: no process has it
+    names = {
+        "dead host": f"{PREFIX}{namespace}.{dead}-abc",
+        "this host": f"{PREFIX}{namespace}.{pid}-abc",
+        "live host": f"{PREFIX}{namespace}.1-abc",
+        "other namespace": f"{PREFIX}{int(namespace) + 1}.{dead}-abc",
+        "not ours": "spade-env-abc",
+    }
+    for name in names.values():
+        (tmp_path / name / "sub").mkdir(parents=True)
+    assert sweep_stale(str(tmp_path)) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(n for k, n in names.items() if k != "dead host")
