@@ -59,7 +59,7 @@ class SandboxConfig:
     processes: int = 64
     pool_size: int = 4
     max_workers: int = 256
-    acquire_timeout_s: float = 900.0
+    acquire_timeout_s: float = 3600.0
     episode_wall_s: float = 120.0
     max_episode_observation_chars: int = 2 << 20
     scratch_mb: int = 32
