@@ -29,7 +29,11 @@ setup(
     python_requires=">=3.10,<3.13",
     # `recipe` is a namespace package: TransferQueue (a verl dependency) also installs a top-level `recipe`.
     packages=find_namespace_packages(include=["spade_envs", "spade_envs.*", "recipe.spade", "recipe.spade.*"]),
-    package_data={"recipe.spade": ["REQUIRED_VERL.txt", "config/*.yaml"], "spade_envs.prompts": ["templates/*.md"]},
+    package_data={
+        "recipe.spade": ["REQUIRED_VERL.txt", "config/*.yaml", "config/*/*.yaml"],
+        "spade_envs.prompts": ["templates/*.md", "templates/*.txt"],
+        "spade_envs.evaluation": ["data/*.json"],
+    },
     install_requires=[
         "verl[verl-core]==0.9.1",
         "gymnasium>=1.0",

@@ -14,7 +14,8 @@ SETTING=${SETTING:-games}
 # Schedule
 STEPS=${STEPS:-3}
 REGEN_EVERY=${REGEN_EVERY:-2}
-ENVS_PER_REGEN=${ENVS_PER_REGEN:-2}
+# Designs per regeneration (N per designer row) and agent rows of a regeneration step.
+ENVS_PER_REGEN=${ENVS_PER_REGEN:-4}
 AGENT_ROWS=${AGENT_ROWS:-2}
 N=${N:-2}
 PYTHON=${PYTHON:-python3}
@@ -28,10 +29,11 @@ OVERRIDES=(
     backend=cpu
     spade.setting="$SETTING" spade.corpus="$CORPUS" spade.run_dir="$RUN_DIR/spade"
     spade.regen_every="$REGEN_EVERY" spade.envs_per_regen="$ENVS_PER_REGEN" spade.agent_rows_per_step="$AGENT_ROWS"
+    spade.skills.active_per_regen=1
     spade.plays_per_arm=2 spade.turn_tokens=16 spade.designer.max_tokens=64
     spade.designer.show_example=false spade.hint.max_tokens=16 spade.sandbox.pool_size=1
     data.train_files=schedule data.val_files=schedule
-    data.train_batch_size=$((AGENT_ROWS + ENVS_PER_REGEN)) data.max_prompt_length=2048 data.max_response_length=64
+    data.train_batch_size=$((AGENT_ROWS + ENVS_PER_REGEN / N)) data.max_prompt_length=2048 data.max_response_length=64
     data.filter_overlong_prompts=false ++data.apply_chat_template_kwargs.enable_thinking="$ENABLE_THINKING"
     actor_rollout_ref.rollout.n="$N" actor_rollout_ref.rollout.prompt_length=2048
     actor_rollout_ref.rollout.response_length=64

@@ -127,16 +127,23 @@ def exemplar_snippet(source: str, limit: int = _SNIPPET_CHARS) -> str:
 
 
 def admit(
-    response: str, pool: WorkerPool, setting: str, config: ValidationConfig | None = None, *, key: str = ""
+    response: str,
+    pool: WorkerPool,
+    setting: str,
+    config: ValidationConfig | None = None,
+    *,
+    key: str = "",
+    audit: Callable[[str], bool] | None = None,
 ) -> tuple[str | None, ValidationReport]:
     """Extract the code from a designer response and validate it in the sandbox; ``(source or None, report)``.
 
     ``key`` names the validation (e.g. ``"step 4 slot 2"``); with ``config.seed`` it draws the validation seeds.
+    ``audit``: the optional LLM audit of tool-use environments (see :func:`~spade_envs.validate.validate_source`).
     """
     extraction = extract_code(response)
     if extraction.code is None:
         return None, ValidationReport(ok=False, code="no_code_block", reason=extraction.reason)
-    report = validate_source(extraction.code, pool, config, setting=setting, key=key)
+    report = validate_source(extraction.code, pool, config, setting=setting, key=key, audit=audit)
     return (extraction.code if report.ok else None), report
 
 

@@ -29,9 +29,10 @@ from verl.experimental.agent_loop.tool_parser import ToolParser
 
 from recipe.spade.env_pool import ACTOR_NAME, SpadeEnvPool
 from recipe.spade.play import Episode, play_episode, weight_versions
-from spade_envs.designer import admit, vet_env_hint
+from spade_envs.designer import admit
 from spade_envs.failures import FAILURE_CODES, fault_code
-from spade_envs.prompts import hint_messages
+from spade_envs.measure import unpaired_seeds, vet_hint_on_seeds
+from spade_envs.prompts import audit_messages, audit_verdict, hint_messages
 from spade_envs.rewards import paired_regret
 from spade_envs.sandbox import SandboxConfig, WorkerPool
 from spade_envs.validate import ValidationConfig
@@ -103,12 +104,17 @@ class SpadeEnvAgentLoop(_SpadeLoop):
         task = await self.pool.agent_task.remote(step, slot)
         episode = await self._play(task["source"], task["seed"], sampling_params, hint=None)
         await self.pool.record_play.remote(task["env_id"], step, episode.outcome, episode.fault)
+        # the compact filter (tool use): an episode the env did not end (turns or tokens ran out) is not trained
+        filtered = bool(self.spade["agent"]["compact_filter"] and task["setting"] == "tool_use"
+                        and episode.fault is None and not episode.terminated)  # fmt: skip
+        mask = [0] * len(episode.response_mask) if filtered else episode.response_mask
         extra = {"spade_role": "agent", "spade_env_id": task["env_id"], "spade_skill": task["skill"],
                  "spade_step": step, "spade_seed": task["seed"], "spade_outcome": episode.outcome,
-                 "spade_env_fault": episode.fault or "", "spade_excluded": episode.fault is not None,
+                 "spade_env_fault": episode.fault or "", "spade_excluded": episode.fault is not None or filtered,
+                 "spade_compact_filtered": filtered,
                  "spade_sandbox_s": episode.sandbox_s, "spade_wall_s": episode.wall_s, **episode.info}  # fmt: skip
-        return self._output(episode.prompt_ids, episode.response_ids, episode.response_mask,
-                            episode.response_logprobs, episode.turns, extra)  # fmt: skip
+        return self._output(episode.prompt_ids, episode.response_ids, mask, episode.response_logprobs,
+                            episode.turns, extra)  # fmt: skip
 
 
 class SpadeDesignerLoop(_SpadeLoop):
@@ -122,19 +128,21 @@ class SpadeDesignerLoop(_SpadeLoop):
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         info = kwargs["extra_info"]
         step, slot = int(info["step"]), int(info["slot"])
+        design = slot * self.rollout_config.n + int(kwargs.get("session_id", 0))  # every design its own task
         began = time.perf_counter()
-        task = await self.pool.designer_task.remote(step, slot)
+        task = await self.pool.designer_task.remote(step, design)
         designer = self.spade["designer"]
         prompt_ids = list(await self.ct_build_initial_tokens(task["messages"]))
         params = {**sampling_params, "max_tokens": min(designer["max_tokens"], self.response_length)}
         out = await self.server_manager.generate(request_id=uuid.uuid4().hex, prompt_ids=prompt_ids,
                                                  sampling_params=params)  # fmt: skip
         text = self.tokenizer.decode(out.token_ids, skip_special_tokens=True)
-        key = f"step {step} slot {slot} session {kwargs.get('session_id', 0)}"  # draws this design's validation seeds
-        outcome = await self._measure(task, text, step, slot, sampling_params, key)
+        key = f"step {step} design {design}"  # draws this design's validation seeds
+        outcome = await self._measure(task, text, step, design, sampling_params, key)
         await self.pool.register_design.remote(step, outcome)
-        excluded = bool(outcome.get("excluded"))
-        extra = {"spade_role": "designer", "spade_skill": task["skill"], "spade_step": step,
+        # not trained: a machine failure (excluded), or the frozen-designer ablation (spade.designer.train=false)
+        excluded = bool(outcome.get("excluded")) or not designer["train"]
+        extra = {"spade_role": "designer", "spade_skill": task["skill"], "spade_step": step, "spade_design": design,
                  "spade_valid": outcome["valid"], "spade_failure": outcome["code"] or "",
                  "spade_measure": outcome.get("measure"), "spade_excluded": excluded,
                  "spade_sandbox_s": outcome["sandbox_s"], "spade_wall_s": time.perf_counter() - began,
@@ -145,7 +153,7 @@ class SpadeDesignerLoop(_SpadeLoop):
         return self._output(prompt_ids, ids, mask, logprobs, 1, extra)
 
     async def _measure(
-        self, task: dict[str, Any], text: str, step: int, slot: int, sampling_params: dict[str, Any], key: str = ""
+        self, task: dict[str, Any], text: str, step: int, design: int, sampling_params: dict[str, Any], key: str = ""
     ) -> dict:
         """Validate, hint, and measure both arms on paired seeds (the reward manager turns this into the reward).
 
@@ -156,9 +164,10 @@ class SpadeDesignerLoop(_SpadeLoop):
         loop = asyncio.get_running_loop()
         started = time.perf_counter()
         base = {"skill": skill, "doc_id": task["doc_id"], "valid": False, "code": None, "sandbox_s": 0.0}
+        audit = self._audit(loop) if self.spade["audit"]["enable"] and setting == "tool_use" else None
         try:
             source, report = await loop.run_in_executor(
-                None, functools.partial(admit, text, self.sandbox, setting, validation, key=key)
+                None, functools.partial(admit, text, self.sandbox, setting, validation, key=key, audit=audit)
             )
         except Exception as exc:  # admit reports env faults itself; this is a host-side bug on odd output
             return {**base, **_fault(exc, "load"), "sandbox_s": time.perf_counter() - started}
@@ -166,29 +175,31 @@ class SpadeDesignerLoop(_SpadeLoop):
         if source is None:
             return {**base, "code": report.code or "crashed"}
         plays = self.spade["plays_per_arm"]
-        seeds = [(step * 1000 + slot * plays + i) * 7 + 1 for i in range(plays)]
+        seeds = [(step * 100_000 + design * plays + i) * 7 + 1 for i in range(plays)]
         hint_text = await self._generate_text(hint_messages(setting, source), self.spade["hint"])
         started = time.perf_counter()
         try:
-            hint, hint_failure, _ = await loop.run_in_executor(None, vet_env_hint, source, hint_text, self.sandbox,
-                                                               setting, seeds)  # fmt: skip
+            vetting = await loop.run_in_executor(None, vet_hint_on_seeds, source, hint_text, self.sandbox, setting,
+                                                 seeds)  # fmt: skip
         except Exception as exc:  # the env broke on a measurement seed while its hint was checked
             return {**base, **_fault(exc, "reset"), "sandbox_s": base["sandbox_s"] + time.perf_counter() - started}
         base["sandbox_s"] += time.perf_counter() - started
+        hint, hint_failure = vetting.hint, vetting.failure
         if hint_failure in FAILURE_CODES:  # an env failure reported by vetting (not a hint failure)
             return {**base, "valid": False, "code": hint_failure}
         arms = [None, hint] if hint is not None else [None]
         episodes = await asyncio.gather(*(self._play(source, s, sampling_params, h) for h in arms for s in seeds))
-        faults = sorted({e.fault for e in episodes if e.fault})
+        faults = [e for e in episodes if e.fault]
         base["sandbox_s"] += sum(e.sandbox_s for e in episodes)
         if faults:  # the env broke while the policy played it: a designer failure, never an agent one
-            return {**base, "valid": False, "code": fault_code(faults[0]),
-                    "excluded": all(f in _INFRA_FAULTS for f in faults)}  # fmt: skip
+            first = faults[0]
+            return {**base, "valid": False, "code": fault_code(first.fault, "step" if first.turns else "reset"),
+                    "excluded": all(e.fault in _INFRA_FAULTS for e in faults)}  # fmt: skip
         no_hint = [e.outcome for e in episodes[:plays]]
         hinted = [e.outcome for e in episodes[plays:]]
-        if hinted and any(a.info["spade_first_obs"] != b.info["spade_first_obs"]
-                          for a, b in zip(episodes[:plays], episodes[plays:])):  # fmt: skip
-            return {**base, "valid": False, "code": "unpaired"}  # the same seed built two different instances
+        hashes = [[e.info["spade_first_obs"] for e in arm] for arm in (episodes[:plays], episodes[plays:]) if arm]
+        if unpaired_seeds(seeds, vetting.first_obs, *hashes):  # the same seed built different instances
+            return {**base, "valid": False, "code": "unpaired"}
         w = sum(no_hint) / len(no_hint)
         return {
             **base,
@@ -198,8 +209,24 @@ class SpadeDesignerLoop(_SpadeLoop):
             "regret": paired_regret(no_hint, hinted, seeds, seeds) if hinted else 0.0,
             "raw_regret": (sum(hinted) / len(hinted) - w) if hinted else 0.0,
             "hint_failure": hint_failure,
-            "measure": {"no_hint": no_hint, "hint": hinted, "seeds": seeds, "hint_failure": hint_failure or ""},
+            "measure": {
+                "no_hint": no_hint,
+                "hint": hinted,
+                "seeds": seeds,
+                "hint_failure": hint_failure or "",
+                "lp_slow": task.get("lp_slow"),
+            },
         }
+
+    def _audit(self, loop: asyncio.AbstractEventLoop) -> Any:
+        """The LLM audit of tool-use validation: the policy judges (from a validation thread) if the env is possible."""
+        settings = {**self.spade["audit"], "top_p": 1.0}
+
+        def judge(source: str) -> bool:
+            future = asyncio.run_coroutine_threadsafe(self._generate_text(audit_messages(source), settings), loop)
+            return audit_verdict(future.result(timeout=self.spade["audit"]["timeout_s"]))
+
+        return judge
 
     async def _generate_text(self, messages: list[dict[str, str]], sampling: dict[str, Any]) -> str:
         prompt_ids = await self.ct_build_initial_tokens(messages)

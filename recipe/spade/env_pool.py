@@ -22,7 +22,8 @@ from spade_envs.builtin import BUILTINS, builtin_spec
 from spade_envs.corpus import Corpus, truncate_words
 from spade_envs.designer import exemplars_for_prompt
 from spade_envs.memory import EnvMemory, MemoryConfig, MemoryRecord
-from spade_envs.prompts import VARIANT_WEIGHTS, builtin_example, designer_messages
+from spade_envs.prompts import VARIANT_WEIGHTS, builtin_example, concept_ideas, designer_messages
+from spade_envs.rewards import SkillEMA
 from spade_envs.skills import DOMAINS, SKILLS
 from spade_envs.spec import EnvSpec
 
@@ -60,12 +61,27 @@ class SpadeEnvPool:
         self.rng = random.Random(spade["seed"])
         self.np_rng = np.random.default_rng(spade["seed"])
         self.corpus = Corpus.load(spade["corpus"]) if spade.get("corpus") else None
-        if self.setting == "games" and self.corpus is None and not spade["fixed_env"]["enable"]:
-            raise ValueError("spade.corpus is required to design games (or enable spade.fixed_env)")
+        grounding = spade["designer"]["grounding"]
+        if grounding not in ("corpus", "concepts"):
+            raise ValueError(f"spade.designer.grounding must be corpus or concepts, got {grounding!r}")
+        designing = not spade["fixed_env"]["enable"]
+        if self.setting == "games" and self.corpus is None and designing and grounding == "corpus":
+            raise ValueError(
+                "spade.corpus is required to design games from documents (or set spade.designer.grounding=concepts "
+                "for the no-corpus ablation, or enable spade.fixed_env)"
+            )
+        _check_skills(self.setting, spade["skills"])
+        memory_cfg = dict(spade.get("memory") or {})
+        self.use_memory = bool(memory_cfg.pop("enable", True))
+        if not self.use_memory and spade["memory_replay_fraction"] > 0:
+            raise ValueError("spade.memory_replay_fraction > 0 needs spade.memory.enable=true (replay plays memory)")
+        lp = spade.get("learning_potential") or {}
+        self.lp_fast = SkillEMA(float(lp.get("fast_ema", 0.98)))
+        self.lp_slow = SkillEMA(float(lp.get("slow_ema", 0.85)))
         if self.memory_path.exists():
             self.memory = EnvMemory.load(self.memory_path)  # resume: the same memory the run left
         else:
-            self.memory = EnvMemory(MemoryConfig.from_dict(spade.get("memory") or {}))
+            self.memory = EnvMemory(MemoryConfig.from_dict(memory_cfg))
             for spec in self._seed_specs():
                 self.memory.add(MemoryRecord(spec=spec, win_rate=0.5, plays=0, last_played_step=0))
         self.live: list[str] = [r.env_id for r in self.memory if r.setting == self.setting and r.playable]
@@ -78,6 +94,7 @@ class SpadeEnvPool:
         self.logged: set[int] = set()
         self.tasks: dict[tuple[int, int], dict[str, Any]] = {}
         self.agent_tasks: dict[tuple[int, int], dict[str, Any]] = {}
+        self.lp_folded: set[int] = set()
         self.example = builtin_example(self.setting)
 
     def _set_aside_leftovers(self) -> None:
@@ -107,30 +124,49 @@ class SpadeEnvPool:
         return [builtin_spec(e.name) for e in BUILTINS if e.setting == self.setting]
 
     # -- designer side --------------------------------------------------------------------------------------------
-    def designer_task(self, step: int, slot: int) -> dict[str, Any]:
-        """What designer row ``slot`` of regeneration ``step`` should build: skill, document, prompt messages.
+    def designer_task(self, step: int, design: int) -> dict[str, Any]:
+        """What design ``design`` of regeneration ``step`` should build: skill, document (or concepts), prompt.
 
-        The same task for all ``rollout.n`` samples of the row, so that GRPO compares designs of one prompt.
+        Every design is its own task, as in the paper: the designer loop numbers designs ``slot x n + session``, so
+        the ``rollout.n`` sessions of a designer row build from different documents (and, by rotation, skills). Its
+        own RNG makes a design's task independent of the order in which the loops ask.
         """
         self._advance(step)
-        if (step, slot) in self.tasks:
-            return self.tasks[(step, slot)]
-        skills = list(SKILLS[self.setting])
-        skill = skills[(step // max(1, self.cfg["regen_every"]) * self.cfg["envs_per_regen"] + slot) % len(skills)]
-        doc = self.corpus.sample(self.rng) if self.corpus is not None else None
-        text = truncate_words(doc.text, self.corpus.config.max_words(self.setting)) if doc is not None else None
+        if (step, design) in self.tasks:
+            return self.tasks[(step, design)]
+        rng = random.Random(f"{self.cfg['seed']}:{step}:{design}")
+        skill = self._active_skills(step)[design % len(self._active_skills(step))]
+        concepts: list[str] = []
+        doc = text = None
+        if self.cfg["designer"]["grounding"] == "concepts":
+            concepts = concept_ideas(rng)
+        elif self.corpus is not None:
+            doc = self.corpus.sample(rng)
+            text = truncate_words(doc.text, self.cfg["corpus_words"] or self.corpus.config.max_words(self.setting))
         domain = variant = None
         if self.setting == "tool_use":
-            domain = self.rng.choice(DOMAINS)
-            variant = self.rng.choices(list(VARIANT_WEIGHTS), weights=list(VARIANT_WEIGHTS.values()))[0]
-        exemplars = exemplars_for_prompt(self.memory, self.setting, skill, self.np_rng)
-        example = self.example if self.cfg["designer"]["show_example"] else None
-        messages = designer_messages(self.setting, text, skill, domain=domain, variant=variant,
-                                     exemplars=exemplars, example_source=example)  # fmt: skip
+            domain = rng.choice(DOMAINS)
+            variant = rng.choices(list(VARIANT_WEIGHTS), weights=list(VARIANT_WEIGHTS.values()))[0]
+        exemplars = []
+        if self.use_memory:
+            exemplars = exemplars_for_prompt(
+                self.memory, self.setting, skill, np.random.default_rng(rng.getrandbits(64))
+            )
+        # without a document the example is always shown: the new game must differ from it
+        example = self.example if self.cfg["designer"]["show_example"] or concepts else None
+        messages = designer_messages(self.setting, text, skill, domain=domain, variant=variant, exemplars=exemplars,
+                                     example_source=example, concepts=concepts)  # fmt: skip
         task = {"setting": self.setting, "skill": skill, "doc_id": doc.doc_id if doc else None, "domain": domain,
-                "variant": variant, "messages": messages}  # fmt: skip
-        self.tasks[(step, slot)] = task
+                "variant": variant, "messages": messages, "lp_slow": self.lp_slow.get(skill)}  # fmt: skip
+        self.tasks[(step, design)] = task
         return task
+
+    def _active_skills(self, step: int) -> list[str]:
+        """The skills of this regeneration: ``spade.skills.names`` (or all), ``active_per_regen`` of them in turn."""
+        names = list(self.cfg["skills"]["names"] or SKILLS[self.setting])
+        k = self.cfg["skills"]["active_per_regen"] or len(names)
+        regen = step // max(1, self.cfg["regen_every"])
+        return [names[(regen * k + i) % len(names)] for i in range(min(k, len(names)))]
 
     def register_design(self, step: int, outcome: dict[str, Any]) -> str | None:
         """Record one designer sample; an admitted env joins memory and the next generation of live envs."""
@@ -160,6 +196,7 @@ class SpadeEnvPool:
             return
         if self.current_step >= 0 and self.current_step not in self.logged:
             self.step_metrics(self.current_step)
+        self._fold_learning_potential(self.current_step)
         self.tasks = {k: v for k, v in self.tasks.items() if k[0] >= step}
         self.agent_tasks = {k: v for k, v in self.agent_tasks.items() if k[0] >= step}
         if self.generation:  # envs designed at step K are played from step K + 1 on
@@ -168,6 +205,18 @@ class SpadeEnvPool:
         self.save_state(str(self.run_dir))
         self.current_step = step
 
+    def _fold_learning_potential(self, step: int) -> None:
+        """After a step: fold its admitted designs' win rates (per skill) into the fast and slow EMAs, once."""
+        if step < 0 or step in self.lp_folded:
+            return
+        self.lp_folded.add(step)
+        means: dict[str, list[float]] = defaultdict(list)
+        for e in self.events:
+            if e["step"] == step and e["kind"] == "design" and e["valid"] and "win_rate" in e:
+                means[e["skill"]].append(float(e["win_rate"]))
+        self.lp_fast.update(means)
+        self.lp_slow.update(means)
+
     # -- agent side -----------------------------------------------------------------------------------------------
     def agent_task(self, step: int, slot: int) -> dict[str, Any]:
         """The env and seed of agent row ``slot`` at ``step``: live envs round-robin, plus memory replay."""
@@ -175,7 +224,7 @@ class SpadeEnvPool:
         if (step, slot) in self.agent_tasks:  # every session of a row plays the same env and seed (one GRPO group)
             return self.agent_tasks[(step, slot)]
         replay = self.cfg["memory_replay_fraction"]
-        if replay > 0 and self.rng.random() < replay and len(self.memory) > 0:
+        if self.use_memory and replay > 0 and self.rng.random() < replay and len(self.memory) > 0:
             picked = self.memory.sample_replay(1, step, self.np_rng)
             env_id = picked[0].env_id if picked else self.live[slot % len(self.live)]
         else:
@@ -214,7 +263,8 @@ class SpadeEnvPool:
         folder_path = Path(folder)
         self.memory.save(folder_path / "memory.jsonl")
         state = {"live": self.live, "generation": self.generation, "rng": _jsonable(self.rng.getstate()),
-                 "np_rng": self.np_rng.bit_generator.state}  # fmt: skip
+                 "np_rng": self.np_rng.bit_generator.state, "lp_fast": self.lp_fast.state_dict()["values"],
+                 "lp_slow": self.lp_slow.state_dict()["values"]}  # fmt: skip
         tmp = folder_path / "pool_state.json.tmp"
         tmp.write_text(json.dumps(state), encoding="utf-8")
         tmp.replace(folder_path / "pool_state.json")
@@ -227,6 +277,8 @@ class SpadeEnvPool:
             raise ValueError(f"{self.state_path} names live envs that {self.memory_path} lacks: {missing[:3]}")
         self.live = list(state["live"]) or self.live
         self.generation = [e for e in state["generation"] if e in known]
+        self.lp_fast = SkillEMA(self.lp_fast.alpha, state.get("lp_fast"))
+        self.lp_slow = SkillEMA(self.lp_slow.alpha, state.get("lp_slow"))
         self.rng.setstate(_tuples(state["rng"]))
         self.np_rng.bit_generator.state = state["np_rng"]
 
@@ -254,6 +306,10 @@ class SpadeEnvPool:
                     metrics[key] = metrics.get(key, 0) + 1
                 leaks = [d for d in valid if d.get("hint_failure") == "hint_leak"]
                 metrics["spade/propose/hint_leak_rate"] = len(leaks) / len(valid)
+        for skill in SKILLS[self.setting]:
+            fast, slow = self.lp_fast.get(skill), self.lp_slow.get(skill)
+            if fast is not None and slow is not None:  # the learning-potential signal: fast minus slow EMA
+                metrics[f"spade/lp/gap/{skill}"] = fast - slow
         if plays:
             ok = [p for p in plays if p["fault"] is None]
             metrics["spade/solve/env_fault_rate"] = 1 - len(ok) / len(plays)
@@ -295,3 +351,14 @@ def start_env_pool(spade: dict[str, Any], restore_from: str | None = None) -> An
     handle = actor.remote(spade, restore_from)
     ray.get(handle.end_step.remote())  # surfaces a constructor error (bad corpus, bad checkpoint) here, clearly
     return handle
+
+
+def _check_skills(setting: str, skills: dict[str, Any]) -> None:
+    """``spade.skills``: known names of the setting, and a positive ``active_per_regen`` (or null for all)."""
+    known = list(SKILLS[setting])
+    unknown = sorted(set(skills.get("names") or ()) - set(known))
+    if unknown:
+        raise ValueError(f"spade.skills.names: unknown {setting} skills {unknown}; known: {known}")
+    k = skills.get("active_per_regen")
+    if k is not None and (not isinstance(k, int) or k < 1):
+        raise ValueError(f"spade.skills.active_per_regen must be a positive int or null, got {k!r}")

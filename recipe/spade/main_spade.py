@@ -28,12 +28,15 @@ def prepare(config: DictConfig) -> None:
     from recipe.spade.reward_manager import designer_reward_config
 
     designer_reward_config(config)  # a bad reward.reward_kwargs.designer fails here, before Ray starts
-    per_step = spade["agent_rows_per_step"] + spade["envs_per_regen"]
+    from recipe.spade.budget import budget_of, designer_rows
+
+    n = int(config.actor_rollout_ref.rollout.n)
+    per_step = spade["agent_rows_per_step"] + designer_rows(spade, n)
     with open_dict(config):
         if config.data.train_batch_size != per_step:
             raise ValueError(
                 f"data.train_batch_size ({config.data.train_batch_size}) must equal spade.agent_rows_per_step + "
-                f"spade.envs_per_regen ({per_step}): one step reads exactly one step of the schedule"
+                f"spade.envs_per_regen / rollout.n ({per_step}): one step reads exactly one step of the schedule"
             )
         steps = config.trainer.total_training_steps
         if steps is None or int(steps) < 1:
@@ -44,7 +47,7 @@ def prepare(config: DictConfig) -> None:
         if config.data.train_files == "schedule":
             from recipe.spade.schedule import write_schedule
 
-            path = write_schedule(spade, int(steps), Path(spade["run_dir"]) / f"schedule-{steps}.parquet")
+            path = write_schedule(spade, int(steps), Path(spade["run_dir"]) / f"schedule-{steps}.parquet", n)
             config.data.train_files = str(path)
         if config.data.val_files == "schedule":  # no held-out data: verl still builds a dataset, never runs it
             if config.trainer.val_before_train or (config.trainer.test_freq or 0) > 0:
@@ -54,6 +57,7 @@ def prepare(config: DictConfig) -> None:
                     "(spade_envs/evaluation/verl_data.py, docs/evaluation.md) or set trainer.test_freq=-1"
                 )
             config.data.val_files = config.data.train_files
+        print(budget_of(config).line())
         if not config.actor_rollout_ref.rollout.agent.agent_loop_config_path:
             config.actor_rollout_ref.rollout.agent.agent_loop_config_path = str(_AGENT_LOOPS)
         if config.trainer.device == "cpu":
@@ -68,6 +72,10 @@ def main(config: DictConfig) -> None:
     from recipe.spade import check_verl_version, run_verl_trainer
 
     check_verl_version()
+    from spade_envs.preflight import exit_on_bad_spade_block  # shared with spade-envs doctor
+
+    spade = OmegaConf.to_container(config.spade, resolve=True)  # a bad spade block: one line, before Ray starts
+    exit_on_bad_spade_block(spade, OmegaConf.select(config, "reward.reward_kwargs.designer.variant"))
     prepare(config)
     run_verl_trainer(config, require_v1=True)
     finish(config)

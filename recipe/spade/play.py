@@ -8,7 +8,6 @@ verl's Continuous Token builder, so the trained sequence is exactly what the rol
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
 import time
@@ -18,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from spade_envs.contract import extract_command, outcome_reward
+from spade_envs.episode import observation_hash
 from spade_envs.prompts import agent_messages
 from spade_envs.sandbox import AsyncSandboxEnv, SandboxError, WorkerPool
 from spade_envs.tooluse import parse_agent_text
@@ -40,6 +40,8 @@ class Episode:
     turns: int
     fault: str | None = None
     truncated_by_length: bool = False
+    #: the env ended the episode (win or loss); False when turns or tokens ran out first
+    terminated: bool = False
     sandbox_s: float = 0.0
     wall_s: float = 0.0
     info: dict[str, Any] = field(default_factory=dict)
@@ -119,7 +121,7 @@ async def play_episode(
                 await sandbox.call(env.close())
             except EnvFault as exc:
                 fault = fault or exc.kind
-    info = {**weight_versions(versions), "spade_first_obs": _digest(first_obs) if first_obs else ""}
+    info = {**weight_versions(versions), "spade_first_obs": observation_hash(first_obs) if first_obs else ""}
     if not mask:  # nothing generated (the env failed before the first turn): one masked token keeps verl's shapes
         return Episode(ids or [_pad_id(loop)], [_pad_id(loop)], [0],
                        [0.0] if sampling_params.get("logprobs") else None, 0.0, turns, fault=fault or "no_turn",
@@ -135,6 +137,7 @@ async def play_episode(
         turns=turns,
         fault=fault,
         truncated_by_length=len(mask) >= budget,
+        terminated=bool(terminated) and not fault,
         sandbox_s=sandbox.seconds,
         wall_s=time.perf_counter() - began,
         info=info,
@@ -168,10 +171,6 @@ class _SandboxClock:
             raise EnvFault("host_error") from exc
         finally:
             self.seconds += time.perf_counter() - started
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def _pad_id(loop: Any) -> int:

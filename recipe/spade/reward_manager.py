@@ -25,7 +25,7 @@ from verl.experimental.reward_loop.reward_manager import register
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager
 
-from spade_envs.rewards import RewardConfig, WindowStats, designer_reward, failure_penalty
+from spade_envs.rewards import RewardConfig, SkillEMA, WindowStats, designer_reward, failure_penalty
 
 __all__ = ["SpadeRewardManager", "designer_reward_config", "score_sample"]
 
@@ -34,13 +34,7 @@ def designer_reward_config(config: Any) -> RewardConfig:
     """``reward.reward_kwargs.designer`` of the trainer config as a checked :class:`RewardConfig`."""
     designer = (config.reward.get("reward_kwargs") or {}).get("designer")
     data = OmegaConf.to_container(designer, resolve=True) if OmegaConf.is_config(designer) else designer
-    cfg = RewardConfig.from_dict(data)
-    if cfg.variant == "learning_potential":
-        raise ValueError(
-            "reward.reward_kwargs.designer.variant=learning_potential needs a per-skill EMA over env history that the "
-            "recipe does not keep (docs/simulator.md shows the variant fails); use blend, regret, solve_rate or p1mp"
-        )
-    return cfg
+    return RewardConfig.from_dict(data)
 
 
 def score_sample(cfg: RewardConfig, fields: Mapping[str, Any]) -> tuple[float, dict[str, Any]]:
@@ -61,7 +55,9 @@ def score_sample(cfg: RewardConfig, fields: Mapping[str, Any]) -> tuple[float, d
                          paired_no_hint=m["no_hint"] if hinted else (), paired_hint=hinted,
                          seeds_no_hint=m["seeds"] if hinted else (), seeds_hint=m["seeds"] if hinted else (),
                          hint_failure=m.get("hint_failure") or None)  # fmt: skip
-    return designer_reward(cfg, window), {"spade_is_designer": 1.0}
+    slow = m.get("lp_slow")  # the skill's slow EMA when the design was made (env pool), for learning_potential
+    ema = SkillEMA(cfg.lp_slow_ema, {fields["spade_skill"]: slow} if slow is not None else None)
+    return designer_reward(cfg, window, ema), {"spade_is_designer": 1.0}
 
 
 @register("spade")

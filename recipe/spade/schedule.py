@@ -2,13 +2,15 @@
 
 verl's V1 trainer reads ``data.train_batch_size`` rows per step from ``data.train_files``. The rows carry no
 environment: they name a role, a step and a slot, and the agent loops ask the env pool what to do, so the
-schedule is static while the environments evolve. Regeneration steps hold ``envs_per_regen`` designer rows.
+schedule is static while the environments evolve. Regeneration steps hold ``envs_per_regen / rollout.n`` designer rows.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+
+from recipe.spade.budget import designer_rows
 
 __all__ = ["designer_positions", "schedule_rows", "write_schedule"]
 
@@ -22,17 +24,19 @@ def designer_positions(per_step: int, designers: int) -> set[int]:
     return {(i * per_step) // designers for i in range(designers)} if designers else set()
 
 
-def schedule_rows(spade: dict[str, Any], steps: int) -> list[dict[str, Any]]:
-    """Rows for ``steps`` steps; every step has ``agent_rows_per_step + envs_per_regen`` rows (the batch size).
+def schedule_rows(spade: dict[str, Any], steps: int, n: int) -> list[dict[str, Any]]:
+    """Rows for ``steps`` steps; every step has ``agent_rows_per_step + envs_per_regen / n`` rows (the batch size).
 
-    ``slot`` numbers a row within its role at its step (designer slots ``0..envs_per_regen-1``, agent slots from 0).
+    A regeneration step holds ``envs_per_regen / n`` designer rows (each of a row's ``n`` sessions makes its own
+    design); its other rows, and every row of the other steps, are agent rows. ``slot`` numbers a row within its role
+    at its step (designer slots from 0, agent slots from 0).
     """
-    per_step = spade["agent_rows_per_step"] + spade["envs_per_regen"]
-    designing = not spade["fixed_env"]["enable"]
+    designers = designer_rows(spade, n)
+    per_step = spade["agent_rows_per_step"] + designers
     rows = []
     for step in range(steps):
-        regen = designing and step % spade["regen_every"] == 0
-        designer_at = designer_positions(per_step, spade["envs_per_regen"]) if regen else set()
+        regen = designers > 0 and step % spade["regen_every"] == 0
+        designer_at = designer_positions(per_step, designers) if regen else set()
         count = {"designer": 0, "agent": 0}
         for position in range(per_step):
             role = "designer" if position in designer_at else "agent"
@@ -51,11 +55,11 @@ def schedule_rows(spade: dict[str, Any], steps: int) -> list[dict[str, Any]]:
     return rows
 
 
-def write_schedule(spade: dict[str, Any], steps: int, path: str | Path) -> Path:
+def write_schedule(spade: dict[str, Any], steps: int, path: str | Path, n: int) -> Path:
     """Write :func:`schedule_rows` to ``path`` (parquet)."""
     import pandas as pd
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(schedule_rows(spade, steps)).to_parquet(path, index=False)
+    pd.DataFrame(schedule_rows(spade, steps, n)).to_parquet(path, index=False)
     return path

@@ -12,6 +12,7 @@ hint appended to the first observation of hinted plays only (:func:`with_hint`).
 from __future__ import annotations
 
 import math
+import random
 import re
 import string
 from collections.abc import Sequence
@@ -29,7 +30,10 @@ __all__ = [
     "Exemplar",
     "agent_messages",
     "agent_system_prompt",
+    "audit_messages",
+    "audit_verdict",
     "builtin_example",
+    "concept_ideas",
     "designer_messages",
     "first_turn",
     "hint_messages",
@@ -176,6 +180,7 @@ def designer_messages(
     multi_turn: bool = False,
     exemplars: Sequence[Exemplar] = (),
     example_source: str | None = None,
+    concepts: Sequence[str] = (),
 ) -> list[Message]:
     """The designer's system and user messages.
 
@@ -190,6 +195,8 @@ def designer_messages(
         exemplars: memory exemplars to show (positives with code, negatives as one line).
         example_source: a complete environment to show as the worked example (see :func:`builtin_example`), or
             ``None`` for no example.
+        concepts: games only, used when ``document`` is ``None``: concept ideas (:func:`concept_ideas`) with do's and
+            don'ts instead of a document (the paper's no-corpus ablation; show an example the game must differ from).
     """
     _check_setting(setting)
     _check_choice(f"{setting} skill", skill, tuple(SKILLS[setting]))
@@ -203,10 +210,14 @@ def designer_messages(
     if setting == "games":
         if domain is not None or variant is not None or multi_turn:
             raise ValueError("domain, variant and multi_turn apply to tool_use only")
-        if document is None or not document.strip():
-            raise ValueError("games designer prompts need a non-empty document")
+        if document is not None and document.strip():
+            grounding = render("designer_games_document", document=document.strip())
+        elif concepts:
+            grounding = render("designer_games_concepts", concepts="\n".join(f"- {c}" for c in concepts))
+        else:
+            raise ValueError("games designer prompts need a non-empty document (or concept ideas: the no-corpus mode)")
         example = render("example", kind="game", code_block=_fenced(example_source)) if example_source else ""
-        user = render("designer_games_user", **common, document=document.strip(), example=_section(example))
+        user = render("designer_games_user", **common, grounding=grounding, example=_section(example))
         return [
             {"role": "system", "content": render("designer_games_system")},
             {"role": "user", "content": user},
@@ -229,6 +240,26 @@ def designer_messages(
         {"role": "system", "content": render("designer_tool_use_system")},
         {"role": "user", "content": user},
     ]
+
+
+def audit_messages(env_source: str) -> list[Message]:
+    r"""The optional validator audit of a tool-use env: can its task be completed at all? (``\boxed{yes|no}``)."""
+    if not env_source.strip():
+        raise ValueError("env_source is empty")
+    return [{"role": "user", "content": render("audit_tool_use_user", code_block=_fenced(env_source))}]
+
+
+def audit_verdict(text: str) -> bool:
+    r"""``False`` only when the last ``\boxed{}`` of ``text`` says no: the audit rejects impossible envs only."""
+    boxes = re.findall(r"\\boxed\{\s*([A-Za-z]+)\s*\}", text)
+    return not (boxes and boxes[-1].lower() == "no")
+
+
+def concept_ideas(rng: random.Random, k: int = 3) -> list[str]:
+    """``k`` distinct concept ideas for a no-corpus games designer prompt (``templates/designer_concepts.txt``)."""
+    text = resources.files(__package__).joinpath("templates", "designer_concepts.txt").read_text(encoding="utf-8")
+    ideas = [line.strip() for line in text.splitlines() if line.strip()]
+    return rng.sample(ideas, min(k, len(ideas)))
 
 
 def hint_messages(setting: str, env_source: str) -> list[Message]:

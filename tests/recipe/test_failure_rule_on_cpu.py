@@ -33,7 +33,7 @@ def tokenizer(tmp_path_factory):
     return AutoTokenizer.from_pretrained(build_tiny_qwen3(tmp_path_factory.mktemp("tiny") / "model"))
 
 
-def spade_config(tmp_path, setting="games"):
+def spade_config(tmp_path, setting="games", *extra):
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         cfg = compose(
             config_name="spade_trainer",
@@ -41,7 +41,7 @@ def spade_config(tmp_path, setting="games"):
                        "spade.plays_per_arm=2", "spade.max_turns=3", "spade.turn_tokens=256",
                        "spade.designer.max_tokens=16384", "spade.hint.max_tokens=64", "spade.sandbox.pool_size=1",
                        "actor_rollout_ref.rollout.response_length=16384",
-                       "actor_rollout_ref.rollout.prompt_length=8192"],
+                       "actor_rollout_ref.rollout.prompt_length=8192", *extra],
         )  # fmt: skip
     return cfg
 
@@ -49,13 +49,15 @@ def spade_config(tmp_path, setting="games"):
 class Server:
     """``server_manager``: designer prompts get ``design``, hint prompts a fixed hint, agent turns ``agent``."""
 
-    def __init__(self, tokenizer, design: str, agent: list[str]) -> None:
-        self.tokenizer, self.design, self.agent, self.turn = tokenizer, design, agent, 0
+    def __init__(self, tokenizer, design: str, agent: list[str], audit: str = "\\boxed{yes}") -> None:
+        self.tokenizer, self.design, self.agent, self.turn, self.audit = tokenizer, design, agent, 0, audit
 
     async def generate(self, request_id, *, prompt_ids, sampling_params, **_):
         prompt = self.tokenizer.decode(prompt_ids[-300:])
         if "holding the complete module" in prompt:
             text = self.design
+        elif "if the task can be completed" in prompt:
+            text = self.audit
         elif "Reply with the hint text only" in prompt:
             text = "Work one step at a time."
         else:
@@ -168,7 +170,7 @@ def test_a_failure_at_any_designer_call_site_is_a_designer_failure_code(tmp_path
     if site == "validation":
         monkeypatch.setattr(loops, "admit", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("host bug")))
     elif site == "hint_vetting":
-        monkeypatch.setattr(loops, "vet_env_hint", lambda *a: (_ for _ in ()).throw(Boom("died on a seed")))
+        monkeypatch.setattr(loops, "vet_hint_on_seeds", lambda *a: (_ for _ in ()).throw(Boom("died on a seed")))
     elif site == "measurement_reset":
         monkeypatch.setattr(AsyncSandboxEnv, "reset", failing(Boom("died")))
     else:
@@ -213,3 +215,28 @@ def test_every_turn_of_an_episode_uses_one_request_id(tmp_path, tokenizer, monke
     out = run_loop(loops.SpadeEnvAgentLoop, spade_config(tmp_path), tokenizer, server, LocalPool(GAME, "games"),
                    monkeypatch, "agent")  # fmt: skip
     assert out.num_turns >= 4 and len(ids) >= 2 and len(set(ids)) == 1
+
+
+@pytest.mark.parametrize("compact", [True, False])
+def test_the_compact_filter_masks_tool_use_episodes_the_env_did_not_end(tmp_path, tokenizer, monkeypatch, compact):
+    env = TripBookingEnv()
+    env.reset(seed=5)
+    calls_only = [step for step in env.solution() if "<answer>" not in step]  # never answers: turns run out
+    cfg = spade_config(tmp_path, "tool_use", f"spade.agent.compact_filter={compact}", "spade.max_turns=2")
+    out = run_loop(loops.SpadeEnvAgentLoop, cfg, tokenizer, Server(tokenizer, "", calls_only),
+                   LocalPool(builtin_source("TripBookingEnv"), "tool_use"), monkeypatch, "agent")  # fmt: skip
+    assert out.extra_fields["spade_env_fault"] == ""
+    assert out.extra_fields["spade_compact_filtered"] is compact and out.extra_fields["spade_excluded"] is compact
+    assert (set(out.response_mask) == {0}) is compact
+
+
+@pytest.mark.parametrize(("verdict", "code"), [("\\boxed{no}", "audit_rejected"), ("\\boxed{yes}", "")])
+def test_the_tool_use_audit_asks_the_policy_and_rejects_only_on_no(tmp_path, tokenizer, monkeypatch, verdict, code):
+    source = builtin_source("TripBookingEnv")
+    cfg = spade_config(
+        tmp_path, "tool_use", "spade.audit.enable=true", "spade.audit.max_tokens=64", "spade.max_turns=25"
+    )
+    server = Server(tokenizer, design(source), ["<answer>done</answer>"], audit=verdict)
+    out = run_loop(loops.SpadeDesignerLoop, cfg, tokenizer, server, LocalPool(source, "tool_use"), monkeypatch,
+                   "designer")  # fmt: skip
+    assert out.extra_fields["spade_failure"] == code and out.extra_fields["spade_valid"] is (not code)

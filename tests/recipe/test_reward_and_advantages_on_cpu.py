@@ -82,8 +82,11 @@ def test_designer_penalties_for_rejection_and_failed_hints_are_negative_and_conf
 
 def test_variants_and_bad_settings():
     assert score_sample(designer_reward_config(config(variant="regret")), designer([0, 0], [1, 0]))[0] == 0.5
-    with pytest.raises(ValueError, match="learning_potential"):
-        designer_reward_config(config(variant="learning_potential"))
+    lp = designer_reward_config(config(variant="learning_potential"))
+    sample = designer([1.0, 1.0, 1.0, 0.0], [1, 1, 1, 1])  # w = 0.75
+    assert score_sample(lp, sample)[0] == 0.0  # no history of the skill yet: no potential
+    sample["spade_measure"]["lp_slow"] = 0.25  # the skill's slow EMA when the design was made
+    assert score_sample(lp, sample)[0] == pytest.approx(0.5)
     with pytest.raises(ValueError, match="unknown failure code"):
         designer_reward_config(config(penalties={"no_such_code": -1.0}))
     with pytest.raises(ValueError, match="not a SPADE sample"):

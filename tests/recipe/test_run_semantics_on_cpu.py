@@ -143,13 +143,17 @@ def test_the_designer_has_no_temperature_of_its_own():
 
 
 def test_designer_rows_are_spread_over_the_step_not_bunched_first():
-    spade = {"agent_rows_per_step": 24, "envs_per_regen": 24, "regen_every": 4, "setting": "games",
+    # the paper's games 30B step: 24 designs = 3 designer rows of n = 8, plus 21 agent rows
+    spade = {"agent_rows_per_step": 21, "envs_per_regen": 24, "regen_every": 4, "setting": "games",
              "fixed_env": {"enable": False}}  # fmt: skip
-    rows = schedule_rows(spade, 2)
+    rows = schedule_rows(spade, 2, 8)
     step0 = [r["extra_info"] for r in rows if r["extra_info"]["step"] == 0]
     roles = [e["role"] for e in step0]
-    for chunk in range(12):  # verl gives each of 12 agent-loop workers 4 contiguous rows: 2 designers each
-        assert roles[chunk * 4 : chunk * 4 + 4].count("designer") == 2
-    for role, count in (("designer", 24), ("agent", 24)):
+    assert len(roles) == 24 and roles.count("designer") == 3
+    for chunk in range(3):  # verl gives each of 3 agent-loop workers 8 contiguous rows: one designer row each
+        assert roles[chunk * 8 : chunk * 8 + 8].count("designer") == 1
+    for role, count in (("designer", 3), ("agent", 21)):
         assert sorted(e["slot"] for e in step0 if e["role"] == role) == list(range(count))
-    assert [r["extra_info"]["role"] for r in rows if r["extra_info"]["step"] == 1] == ["agent"] * 48
+    assert [r["extra_info"]["role"] for r in rows if r["extra_info"]["step"] == 1] == ["agent"] * 24
+    with pytest.raises(ValueError, match="multiple of actor_rollout_ref.rollout.n"):
+        schedule_rows({**spade, "envs_per_regen": 20}, 1, 8)

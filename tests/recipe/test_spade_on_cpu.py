@@ -110,17 +110,27 @@ def test_kill_then_resume_continues_from_the_checkpoint_with_its_memory(tmp_path
     assert _plays(tmp_path / "run" / "spade" / "memory.jsonl") == at_checkpoint + 4 + 2 * 2
 
 
-def test_tool_use_self_play_runs_through_the_trainer(tmp_path):
-    """Tool-use envs, prompts and verl's hermes parser in the loop (parsed calls are checked in test_play_episode)."""
-    log = run_spade(tmp_path, 2, "spade.setting=tool_use", "trainer.save_freq=-1")
+def test_tool_use_self_play_with_a_frozen_designer_runs_through_the_trainer(tmp_path):
+    """Tool-use envs, prompts and verl's hermes parser in the loop (parsed calls are checked in test_play_episode).
+
+    The designer is frozen (``spade.designer.train=false``, the paper's "no designer training" ablation): designs are
+    still made, validated, measured and played, but designer rows contribute nothing to the update.
+    """
+    log = run_spade(tmp_path, 2, "spade.setting=tool_use", "trainer.save_freq=-1", "spade.designer.train=false",
+                    "spade.dump_batches=true")  # fmt: skip
     lines = step_lines(log)
     assert {1, 2} <= set(lines)
     design = lines[1]  # the scripted designer writes tool-use built-ins (and broken code) for tool-use prompts
     assert metric(design, "spade/propose/validity_rate") == 0.5
-    assert metric(design, "spade/propose/skill/api_orchestration") == 1
+    assert metric(design, "spade/propose/skill/api_orchestration") == 2  # one active skill (the launcher's setting)
     assert metric(design, "spade/designer/samples") == 4 and metric(design, "spade/agent/samples") == 4
     for step in (1, 2):  # the tiny model's turns reached the sandboxed tool-use envs without a fault
         assert metric(lines[step], "spade/solve/env_fault_rate") == 0.0
+    rows = [json.loads(line) for line in (tmp_path / "run" / "spade" / "batches.jsonl").read_text().splitlines()]
+    designers = [r for r in rows if r["role"] == "designer"]
+    assert len(designers) == 4 and {r["score"] for r in designers} == {0.0, -1.0}  # rewarded, logged ...
+    assert all(r["trained_tokens"] == 0 and r["advantage_abs_max"] == 0.0 for r in designers)  # ... never trained
+    assert any(r["trained_tokens"] > 0 for r in rows if r["role"] == "agent")
 
 
 def test_fixed_environment_baseline_has_no_designer_rows(tmp_path):

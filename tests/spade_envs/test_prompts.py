@@ -1,3 +1,4 @@
+import random
 from importlib import resources
 
 import pytest
@@ -13,6 +14,7 @@ from spade_envs.prompts import (
     agent_messages,
     agent_system_prompt,
     builtin_example,
+    concept_ideas,
     designer_messages,
     first_turn,
     hint_messages,
@@ -46,6 +48,7 @@ def test_every_template_is_package_data_and_used_by_the_renderers(monkeypatch):
         kwargs = {"exemplars": [POSITIVE, NEGATIVE], "example_source": builtin_example(setting)}
         if setting == "games":
             designer_messages(setting, DOC, skill, **kwargs)
+            designer_messages(setting, None, skill, concepts=["a lock", "tides"], **kwargs)
         else:
             for variant in TASK_VARIANTS:
                 for multi_turn in (False, True):
@@ -256,3 +259,15 @@ def test_hint_goes_on_the_first_observation_only():
     assert "HINT" not in plain[1]["content"]
     tools = agent_messages("tool_use", "Book a room.", hint="Look rooms up first.")
     assert tools[1]["content"] == "Book a room.\n\nHINT: Look rooms up first."
+
+
+def test_the_no_corpus_games_prompt_gives_concept_ideas_and_an_example_to_differ_from():
+    ideas = concept_ideas(random.Random(3))
+    assert len(ideas) == len(set(ideas)) == 3 and ideas == concept_ideas(random.Random(3))
+    user = designer_messages("games", None, "logical_deduction", concepts=ideas,
+                             example_source=builtin_example("games"))[1]["content"]  # fmt: skip
+    assert "<reference>" not in user and all(f"- {idea}" in user for idea in ideas)
+    assert "must differ from it" in user and "class VaultCodeEnv" in user
+    assert "\n\n## Skill" in user  # the grounding section ends like the document one
+    with pytest.raises(ValueError, match="no-corpus"):
+        designer_messages("games", None, "logical_deduction")

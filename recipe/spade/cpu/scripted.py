@@ -3,8 +3,8 @@
 A tiny random model never writes a valid environment, so on CPU every designer sample would be rejected and the
 admitted-environment path (validation passes, hint, paired measurement, memory, live envs) would never run
 through the real trainer. This rollout server (``rollout.name=hf_scripted``) answers *designer* prompts
-alternately with the source of a built-in environment and with broken code (the first answer to a given prompt is
-valid, the second broken, ...), so the samples of one designer row get different rewards and GRPO has a signal;
+alternately with the source of a built-in environment and with broken code (the first answer valid, the second
+broken, ...), so half of a step's designs are admitted and the designer's per-skill centring has a signal;
 *hint-writer* prompts get a fixed, leak-free hint. Every other request (the agent's turns) goes to the real model.
 Nothing else is faked. Use it only in tests and demos that say so.
 """
@@ -45,16 +45,14 @@ class ScriptedDesignerServer(HFRolloutServer):
             for setting in ("games", "tool_use")
         }
         self.scripted = 0
-        self.seen: dict[int, int] = {}
+        self.designs_answered = 0
 
     async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any], request_id: str,
                        **kwargs: Any) -> TokenOutput:  # fmt: skip
         text = self.tokenizer.decode(prompt_ids[-400:], skip_special_tokens=True)
         if _DESIGNER_TAIL in text:
-            key = hash(tuple(prompt_ids))
-            self.seen[key] = self.seen.get(key, 0) + 1
             setting = "tool_use" if "Plan the world, the tools" in text else "games"
-            answer = self.design_answer(setting, key)
+            answer = self.design_answer(setting)
         elif _HINT_TAIL in text:
             answer = _HINT
         else:
@@ -67,9 +65,10 @@ class ScriptedDesignerServer(HFRolloutServer):
         return TokenOutput(token_ids=ids, log_probs=logprobs, stop_reason="completed",
                            extra_fields={"global_steps": self.global_steps})  # fmt: skip
 
-    def design_answer(self, setting: str, key: int) -> str:
-        """The designer's answer: alternately a built-in env and broken code, per prompt."""
-        if self.seen[key] % 2 == 0:
+    def design_answer(self, setting: str) -> str:
+        """The designer's answer: alternately a built-in env and broken code (half of a step's designs valid)."""
+        self.designs_answered += 1
+        if self.designs_answered % 2 == 0:
             return "Here is the environment.\n```python\nclass BrokenEnv(:\n    pass\n```"
         return f"Here is the environment.\n```python\n{next(self.sources[setting])}```"
 
@@ -121,7 +120,7 @@ class SoakDesignerServer(ScriptedDesignerServer):
         super().__init__(config, model_config, replica_rank, max_batch)
         self.designs = itertools.cycle(soak_designs())
 
-    def design_answer(self, setting: str, key: int) -> str:
+    def design_answer(self, setting: str) -> str:
         return f"Here is the environment.\n```python\n{next(self.designs)}```"
 
 
