@@ -139,6 +139,9 @@ class _Server:
         except BaseException as exc:  # env code may raise anything, SystemExit included
             tb = traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-3)
             kind, code, message = "raised", "exception", "".join(tb)[-2000:]
+        message = message[-min(4000, self.max_chars) :]  # the host refuses any string over max_observation_chars
+        if not protocol.valid_text(message):  # env code chose the exception's text
+            message = message.encode("utf-8", "replace").decode("utf-8")
         return {"seq": seq, "ok": False, "kind": kind, "code": code, "error": message}
 
     def dispatch(self, op: str, req: dict[str, Any]) -> Any:

@@ -230,3 +230,22 @@ def test_the_sweep_removes_only_leftovers_of_dead_hosts_of_this_pid_namespace(tm
         (tmp_path / name / "sub").mkdir(parents=True)
     assert sweep_stale(str(tmp_path)) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(n for k, n in names.items() if k != "dead host")
+
+
+def test_a_long_or_invalid_exception_text_stays_an_env_error(pool):
+    """The worker cuts and repairs error texts to what the host accepts: an honest env fault is never read as a
+    protocol violation (which would kill the worker), whatever text the env's exception carries."""
+    source = (
+        FORGER.replace("@FORGED@", "b''")
+        .replace("@TARGET@", "-1")
+        .replace('return "ok", 0.0, False, False, {}', 'raise ValueError("\\ud800" + "x" * 5000)')
+    )
+    env = RemoteEnv(source, pool)
+    try:
+        env.reset(0)
+        with pytest.raises(SandboxError) as info:
+            env.step("a")
+        assert type(info.value).__name__ == "EnvRaised" and info.value.code == "exception"
+        assert not env.worker.dead and env.worker.call("ping") == "pong"
+    finally:
+        env.close()
