@@ -4,6 +4,7 @@ Examples (a running server; or a checkpoint that spade-eval serves with vLLM for
 
     spade-eval --base-url http://localhost:8000/v1 --model ckpt --suite games --data-dir data/ --out runs/eval
     spade-eval --serve-checkpoint /ckpt/hf --serve-args "--tensor-parallel-size 8" --suite all --out runs/eval
+    spade-eval compare runs/eval/base runs/eval/step400 --out runs/eval/compare.md   # paper-style table + chart
 
 Every suite appends scored samples to ``<out>/<suite>.jsonl``; rerunning the same command resumes. The table is
 printed and written to ``<out>/results.md`` and ``<out>/results.json`` at the end of every run: a suite that
@@ -85,7 +86,16 @@ def _check(args: argparse.Namespace) -> ServeConfig | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the selected suites and print the table; see the module docstring for the exit status."""
+    """Run the selected suites and print the table; see the module docstring for the exit status.
+
+    ``spade-eval compare BASE_DIR RUN_DIR`` compares two results directories instead
+    (:mod:`~spade_envs.evaluation.compare_cli`).
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["compare"]:
+        from spade_envs.evaluation.compare_cli import main as compare_main
+
+        return compare_main(argv[1:])
     args = parser().parse_args(argv)
     try:
         names = resolve_suites(args.suite)

@@ -65,6 +65,18 @@ def _bfcl(_: SuiteOptions) -> Suite:
     return BfclMultiTurnSuite()
 
 
+def _bfcl_non_live(_: SuiteOptions) -> Suite:
+    from spade_envs.evaluation.suites.bfcl_single import BfclNonLiveSuite
+
+    return BfclNonLiveSuite()
+
+
+def _bfcl_live(_: SuiteOptions) -> Suite:
+    from spade_envs.evaluation.suites.bfcl_single import BfclLiveSuite
+
+    return BfclLiveSuite()
+
+
 def _acebench(options: SuiteOptions) -> Suite:
     from spade_envs.evaluation.suites.acebench import AceBenchAgentSuite
 
@@ -81,6 +93,8 @@ SUITES: dict[str, Callable[[SuiteOptions], Suite]] = {
     "rg_algorithmic": _rg("rg_algorithmic"),
     "rg_cognition": _rg("rg_cognition"),
     "rg_logic": _rg("rg_logic"),
+    "bfcl_non_live": _bfcl_non_live,
+    "bfcl_live": _bfcl_live,
     "bfcl_multi_turn": _bfcl,
     "acebench_agent": _acebench,
 }
@@ -96,7 +110,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "rg_cognition",
         "rg_logic",
     ),  # fmt: skip
-    "tool_use": ("bfcl_multi_turn", "acebench_agent"),
+    "tool_use": ("bfcl_non_live", "bfcl_live", "bfcl_multi_turn", "acebench_agent"),
 }
 
 

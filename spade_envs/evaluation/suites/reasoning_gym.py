@@ -1,9 +1,9 @@
-"""Reasoning-Gym hard tasks, reported as four groups: RG-Math, RG-Algorithmic, RG-Cognition, RG-Logic.
+"""Reasoning-Gym, reported as four groups: RG-Math, RG-Algorithmic, RG-Cognition, RG-Logic.
 
-Reasoning-Gym generates its tasks procedurally, so nothing is downloaded. A group's tasks are Reasoning-Gym's
-own dataset modules (see :data:`GROUPS`): 33 / 36 / 24 / 9 tasks. The paper reports a 100-task split with 31 / 36
-/ 24 / 9; which two math tasks it dropped is not recorded in our notes, so ``exclude`` takes task names to drop.
-ARC tasks and ``composite`` are left out. "Hard" sets every curriculum attribute of a task to its top level.
+Reasoning-Gym generates its tasks procedurally, so nothing is downloaded. By default a group is the paper's split
+(:mod:`~spade_envs.evaluation.rg_split`: 31 / 36 / 24 / 9 tasks, each built with its A.3 "hard" dataset config, with
+the split file's protocol: 8 episodes, 2 turns, T 0.6, 8192 tokens). ``split="modules"`` is the older alternative:
+Reasoning-Gym's own modules with every curriculum attribute at its top level.
 
 Protocol: each task is one item; each sample is one *episode* on its own generated instance (seeded by the
 sample index), up to ``turns`` attempts: after a wrong answer the model is told so and tries again. An episode
@@ -12,8 +12,8 @@ is won when an attempt scores 1.0 under the task's own ``score_answer``; the gro
 ``score_answer`` runs in a scorer process with a hard deadline (:mod:`~spade_envs.evaluation.scorer_pool`): some
 scorers evaluate the answer (``simple_integration`` on ``10**10**10``) and would otherwise freeze the run. The
 process rebuilds the task's dataset from its pickled config (datasets themselves can be megabytes or unpicklable)
-and keeps it. A timeout counts as a wrong attempt and is logged; a task that generates at no level fails each of
-its samples with the reason, and the rest of the group still runs.
+and keeps it. A timeout counts as a wrong attempt and is logged; a task that fails to generate fails each of its
+samples with the reason, and the rest of the group still runs.
 """
 
 from __future__ import annotations
@@ -23,26 +23,24 @@ import logging
 import pickle
 import threading
 import time
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from spade_envs.contract import extract_command
 from spade_envs.evaluation.records import Item, SampleRecord, Sampling
+from spade_envs.evaluation.rg_split import MODULE_GROUPS, SPLITS, build_config, paper_split, rg_tasks
 from spade_envs.evaluation.scorer_pool import ScorerError, ScorerRaised, ScorerTimeout, shared_pool
 from spade_envs.evaluation.suite import MissingDependency, Suite
 from spade_envs.llm import ChatClient
 
 __all__ = ["GROUPS", "ReasoningGymSuite", "rg_tasks"]
 
-#: Reported group -> Reasoning-Gym dataset modules (``reasoning_gym/<module>/``) whose tasks it pools.
-GROUPS: dict[str, tuple[str, ...]] = {
-    "rg_math": ("arithmetic", "algebra", "geometry", "probability", "graphs"),
-    "rg_algorithmic": ("algorithmic", "code"),
-    "rg_cognition": ("cognition", "games"),
-    "rg_logic": ("logic", "induction"),
-}
+#: The ``modules`` alternative's grouping (kept under its old name).
+GROUPS = MODULE_GROUPS
 log = logging.getLogger(__name__)
+#: Paper split: how often an instance that fails to generate is drawn again, and the seed shift of each redraw.
+REDRAWS = 3
+REDRAW_SEED_STEP = 7_919_113
 #: Hard deadline of one ``score_answer`` call.
 SCORE_TIMEOUT_S = 30.0
 _PRELOAD = ("reasoning_gym",)
@@ -59,19 +57,6 @@ def _reasoning_gym() -> Any:
     return factory
 
 
-def rg_tasks(group: str, exclude: Iterable[str] = ()) -> list[str]:
-    """Sorted Reasoning-Gym task names of ``group`` (a key of :data:`GROUPS`), minus ``exclude``."""
-    if group not in GROUPS:
-        raise ValueError(f"unknown Reasoning-Gym group {group!r}; known: {sorted(GROUPS)}")
-    factory = _reasoning_gym()
-    skip = set(exclude)
-    return sorted(
-        name
-        for name, (cls, _config) in factory.DATASETS.items()
-        if cls.__module__.split(".")[1] in GROUPS[group] and name not in skip
-    )
-
-
 def _score_in_worker(task: str, config_blob: bytes, answer: str, entry: dict[str, Any]) -> float:
     """Runs in a scorer process: the task's ``score_answer`` on a dataset rebuilt from its config (kept per process)."""
     key = (task, hashlib.sha256(config_blob).hexdigest())
@@ -82,20 +67,50 @@ def _score_in_worker(task: str, config_blob: bytes, answer: str, entry: dict[str
     return float(dataset.score_answer(answer, entry))
 
 
+def _paper_sampling() -> Sampling:
+    """The split file's protocol; it names no top-p, so none is applied (1.0)."""
+    protocol = paper_split().protocol
+    return Sampling(n_samples=int(protocol["episodes"]), temperature=float(protocol["temperature"]),
+                    top_p=float(protocol.get("top_p", 1.0)), max_tokens=int(protocol["max_tokens"]))  # fmt: skip
+
+
 class ReasoningGymSuite(Suite):
-    """One Reasoning-Gym group: every task an item, every sample an episode of up to ``turns`` attempts."""
+    """One Reasoning-Gym group: every task an item, every sample an episode of up to ``turns`` attempts.
+
+    Args:
+        group: ``rg_math``, ``rg_algorithmic``, ``rg_cognition`` or ``rg_logic``.
+        tasks: a subset of tasks to run instead of the whole group (each still built as ``split`` says).
+        split: ``paper`` (the A.3 configs and the split file's protocol) or ``modules`` (curriculum top levels).
+        hard: ``modules`` only: top curriculum levels (``True``) or each task's default config.
+        turns: attempts per episode (default: the split file's ``max_turns``; 2 for ``modules``).
+        seed: shifts every task's generator seed.
+    """
 
     metric = "win@8"
-    default_sampling = Sampling(n_samples=8, temperature=0.6, top_p=0.95, max_tokens=32768)
 
     def __init__(
-        self, group: str, *, tasks: list[str] | None = None, hard: bool = True, turns: int = 2, seed: int = 0
+        self,
+        group: str,
+        *,
+        tasks: list[str] | None = None,
+        split: str = "paper",
+        hard: bool = True,
+        turns: int | None = None,
+        seed: int = 0,
     ) -> None:
         super().__init__()
+        if split not in SPLITS:
+            raise ValueError(f"unknown Reasoning-Gym split {split!r}; known: {list(SPLITS)}")
+        if split == "paper":
+            turns = int(paper_split().protocol["max_turns"]) if turns is None else turns
+            self.default_sampling = _paper_sampling()
+        else:
+            turns = 2 if turns is None else turns
+            self.default_sampling = Sampling(n_samples=8, temperature=0.6, top_p=0.95, max_tokens=32768)
         if turns < 1:
             raise ValueError(f"turns must be >= 1, got {turns}")
-        self.name, self.hard, self.turns, self.seed = group, hard, turns, seed
-        self.tasks = tasks if tasks is not None else rg_tasks(group)
+        self.name, self.split, self.hard, self.turns, self.seed = group, split, hard, turns, seed
+        self.tasks = list(tasks) if tasks is not None else rg_tasks(group, split)
         self.score_timeout_s = SCORE_TIMEOUT_S
         self._datasets: dict[str, Any] = {}
         self._configs: dict[str, bytes] = {}
@@ -103,15 +118,34 @@ class ReasoningGymSuite(Suite):
         self._build_errors: dict[str, str] = {}
         self._lock = threading.Lock()
 
+    def task_seed(self, task: str) -> int:
+        """The generator seed of ``task`` (fixed per task, so reruns and resumes play the same instances)."""
+        return self.seed * 1_000_003 + sum(map(ord, task))
+
     def load(self, data_dir: Path | None) -> list[Item]:
+        """One item per task; with the paper split every task's config is also built and validated.
+
+        So a config that does not construct stops the suite at load, with the task and the key named.
+        """
         factory = _reasoning_gym()
         unknown = sorted(set(self.tasks) - set(factory.DATASETS))
         if unknown:
             raise ValueError(f"unknown Reasoning-Gym task(s) {unknown}")
         import importlib.metadata
 
-        self.provenance = {"reasoning_gym": importlib.metadata.version("reasoning-gym"), "tasks": self.tasks,
-                           "hard": self.hard, "turns": self.turns, "seed": self.seed}  # fmt: skip
+        self.provenance = {"reasoning_gym": importlib.metadata.version("reasoning-gym"), "split": self.split,
+                           "tasks": self.tasks, "turns": self.turns, "seed": self.seed}  # fmt: skip
+        if self.split == "paper":
+            split = paper_split()
+            outside = sorted(set(self.tasks) - set(split.hard_configs))
+            if outside:
+                raise ValueError(f"task(s) {outside} are not in the paper's Reasoning-Gym split; use split='modules'")
+            for task in self.tasks:
+                build_config(task, split.config_for(task), self.task_seed(task), 1)
+            adapted = {t: split.adaptations[t]["why"] for t in self.tasks if t in split.adaptations}
+            self.provenance |= {"split_sha256": split.sha256, "protocol": split.protocol, "adapted": adapted}
+        else:
+            self.provenance["hard"] = self.hard
         return [Item(task, "", None, {"task": task}) for task in self.tasks]
 
     def dataset(self, task: str, size: int) -> Any:
@@ -125,7 +159,7 @@ class ReasoningGymSuite(Suite):
                 raise RuntimeError(self._build_errors[task])
             if task not in self._datasets:
                 factory = _reasoning_gym()
-                seed = self.seed * 1_000_003 + sum(map(ord, task))
+                seed = self.task_seed(task)
                 started = time.monotonic()
                 try:
                     dataset = self._build(factory, task, seed, size)
@@ -140,6 +174,8 @@ class ReasoningGymSuite(Suite):
 
     def _build(self, factory: Any, task: str, seed: int, size: int) -> Any:
         cls, config_cls = factory.DATASETS[task]
+        if self.split == "paper":
+            return cls(build_config(task, paper_split().config_for(task), seed, size))
         if not (self.hard and factory.has_curriculum(task)):
             return cls(config_cls(seed=seed, size=size))
         curriculum = factory.create_curriculum(task)
@@ -159,9 +195,33 @@ class ReasoningGymSuite(Suite):
         raise RuntimeError(f"Reasoning-Gym task {task} generates at no curriculum level: {errors}")
 
     def instance(self, item: Item, sample: int, n_samples: int) -> tuple[Any, dict[str, Any]]:
-        """The dataset and the generated entry that episode ``sample`` of ``item`` plays."""
-        dataset = self.dataset(item.meta["task"], max(n_samples, sample + 1))
-        return dataset, dataset[sample]
+        """The dataset and the generated entry that episode ``sample`` of ``item`` plays.
+
+        Some generators give up on some seeds (``knight_swap`` at its suite seed, instance 0: "Failed to generate
+        valid puzzle"). With the paper split such an instance is drawn again from the same config at a shifted seed
+        (at most :data:`REDRAWS` times, the same every run) and ``provenance.redrawn`` lists it.
+        """
+        task = item.meta["task"]
+        dataset = self.dataset(task, max(n_samples, sample + 1))
+        try:
+            return dataset, dataset[sample]
+        except Exception as exc:
+            if self.split != "paper":
+                raise
+            first = f"{type(exc).__name__}: {exc}"
+        cls = _reasoning_gym().DATASETS[task][0]
+        for redraw in range(1, REDRAWS + 1):
+            seed = self.task_seed(task) + redraw * REDRAW_SEED_STEP
+            other = cls(build_config(task, paper_split().config_for(task), seed, max(n_samples, sample + 1)))
+            try:
+                entry = other[sample]
+            except Exception:  # noqa: BLE001, S112 (the same generator failure; try the next seed)
+                continue
+            with self._lock:
+                self.provenance.setdefault("redrawn", {}).setdefault(task, {})[str(sample)] = seed
+            return other, entry
+        raise RuntimeError(f"Reasoning-Gym task {task}: instance {sample} fails to generate at its seed and "
+                           f"{REDRAWS} redraws: {first}")  # fmt: skip
 
     def run_sample(self, client: ChatClient, item: Item, sample: int, sampling: Sampling) -> SampleRecord:
         _dataset, entry = self.instance(item, sample, sampling.n_samples)

@@ -14,6 +14,7 @@ from typing import Any
 
 from spade_envs.evaluation.suites.acebench import AceBenchAgentSuite
 from spade_envs.evaluation.suites.bfcl import BfclMultiTurnSuite
+from spade_envs.evaluation.suites.bfcl_single import BfclLiveSuite, BfclNonLiveSuite
 from spade_envs.evaluation.suites.math import AimeSuite, GpqaDiamondSuite
 from spade_envs.evaluation.suites.reasoning_gym import INSTRUCTION, ReasoningGymSuite
 
@@ -27,6 +28,11 @@ RG_TASKS = {
     "rg_logic": ["syllogism", "aiw"],
 }
 BFCL_IDS = ["multi_turn_base_0", "multi_turn_miss_func_3", "multi_turn_miss_param_5", "multi_turn_long_context_7"]
+#: One real entry of every BFCL single-turn category.
+BFCL_NON_LIVE_IDS = ["simple_python_0", "simple_java_0", "simple_javascript_0", "multiple_0", "parallel_0",
+                     "parallel_multiple_0", "irrelevance_0"]  # fmt: skip
+BFCL_LIVE_IDS = ["live_simple_0-0-0", "live_multiple_0-0-0", "live_parallel_0-0-0", "live_parallel_multiple_0-0-0",
+                 "live_irrelevance_0-0-0", "live_relevance_0-0-0"]  # fmt: skip
 LCB_PROGRAMS = {
     "Given two integers A and B": ("a, b = map(int, input().split())\nprint(a + b)", "print(0)"),
     "Given a list of words": (
@@ -40,8 +46,8 @@ def _first_user(messages: list[dict[str, Any]]) -> str:
     return next(m["content"] for m in messages if m["role"] == "user")
 
 
-def rg_suites() -> dict[str, ReasoningGymSuite]:
-    return {group: ReasoningGymSuite(group, tasks=tasks) for group, tasks in RG_TASKS.items()}
+def rg_suites(split: str = "paper") -> dict[str, ReasoningGymSuite]:
+    return {group: ReasoningGymSuite(group, tasks=tasks, split=split) for group, tasks in RG_TASKS.items()}
 
 
 def gold_calls(call_strings: list[str], involved_classes: list[str]) -> list[dict[str, Any]]:
@@ -76,6 +82,40 @@ def acebench_steps(milestones: list, corrupt: bool = False) -> list[list[dict[st
     return steps
 
 
+def _pick(options: list) -> Any:
+    """The first acceptable value of a BFCL possible-answer list ("" marks an optional parameter left out)."""
+    value = next(o for o in options if o != "")
+    return {k: _pick(v) for k, v in value.items() if any(x != "" for x in v)} if isinstance(value, dict) else value
+
+
+def bfcl_single_calls(item: Any, corrupt: bool = False) -> list[dict[str, Any]]:
+    """Calls that BFCL's checker accepts for a single-turn entry; ``corrupt`` makes them wrong.
+
+    Java and JavaScript arguments are literals in strings, as BFCL's hints ask. Corrupted: the first argument of the
+    first call changes (AST categories), an irrelevance entry gets a call, a relevance entry none.
+    """
+    category = item.meta["category"]
+    if "relevance" in category:
+        wants_call = ("irrelevance" in category) == corrupt
+        return [{"name": item.meta["entry"]["function"][0]["name"], "arguments": {}}] if wants_call else []
+    as_text = category.endswith(("java", "javascript"))
+    calls = []
+    for call in item.answer:
+        ((name, params),) = call.items()
+        args = {k: _pick(v) for k, v in params.items() if any(x != "" for x in v)}
+        if as_text:
+            args = {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in args.items()}
+        calls.append({"name": name, "arguments": args})
+    if corrupt:
+        first = calls[0]["arguments"]
+        key = next(iter(first))
+        value = first[key]
+        first[key] = (not value if isinstance(value, bool) else value + 7 if isinstance(value, int | float)
+                      else f"{value}_WRONG" if isinstance(value, str) else [*value, 999] if isinstance(value, list)
+                      else {"wrong": 1})  # fmt: skip
+    return calls
+
+
 def _native(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [
         {"id": f"c{i}", "type": "function", "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}}
@@ -91,12 +131,14 @@ def _knowledge(rg_samples: int) -> tuple[dict, list, dict, dict]:
         math |= {item.prompt: item.answer for item in suite.load(DATA)}
     gpqa = [item.answer for item in GpqaDiamondSuite().load(DATA)]
     rg = {}
-    for suite in rg_suites().values():
+    for suite in [*rg_suites("paper").values(), *rg_suites("modules").values()]:
         for item in suite.load(None):
             for k in range(rg_samples):
                 entry = suite.instance(item, k, rg_samples)[1]
                 rg[f"{entry['question']}\n\n{INSTRUCTION}"] = entry["answer"]
     bfcl = {_first_user(item.meta["entry"]["question"][0]): item for item in BfclMultiTurnSuite(BFCL_IDS).load(None)}
+    for suite in (BfclNonLiveSuite(BFCL_NON_LIVE_IDS), BfclLiveSuite(BFCL_LIVE_IDS)):
+        bfcl |= {_first_user(item.meta["entry"]["question"][0]): item for item in suite.load(None)}
     return math, gpqa, rg, bfcl
 
 
@@ -143,6 +185,13 @@ class Oracle:
     def _bfcl(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
         users = [m for m in messages if m["role"] == "user" and not m["content"].startswith("<tool_response>")]
         item = self.bfcl[_first_user(messages)]
+        if "category" in item.meta and not item.meta["category"].startswith("multi_turn"):
+            calls = bfcl_single_calls(item, self.corrupt)
+            if not calls:
+                return {"content": "None of these functions fits the request."}
+            if sum(map(ord, item.id)) % 2:  # raw-text tool calls for some entries, native ones for the others
+                return {"content": "".join(f"<tool_call>{json.dumps(c)}</tool_call>" for c in calls)}
+            return {"content": "", "tool_calls": _native(calls)}
         last = messages[-1]
         if last["role"] == "tool" or last["content"].startswith("<tool_response>"):
             return {"content": "Done."}

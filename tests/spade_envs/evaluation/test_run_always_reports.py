@@ -10,12 +10,13 @@ import time
 from pathlib import Path
 
 import pytest
-from eval_oracle import ACEBENCH, BFCL_IDS, DATA, RG_TASKS, Oracle
+from eval_oracle import ACEBENCH, BFCL_IDS, BFCL_LIVE_IDS, BFCL_NON_LIVE_IDS, DATA, RG_TASKS, Oracle
 
 from spade_envs.evaluation import SUITES, Sampling, answers, run_suite
 from spade_envs.evaluation.cli import main
 from spade_envs.evaluation.scorer_pool import ScorerPool, ScorerRaised, ScorerTimeout
 from spade_envs.evaluation.suites.bfcl import BfclMultiTurnSuite
+from spade_envs.evaluation.suites.bfcl_single import BfclLiveSuite, BfclNonLiveSuite
 from spade_envs.evaluation.suites.math import AimeSuite
 from spade_envs.evaluation.suites.reasoning_gym import ReasoningGymSuite
 from spade_envs.llm import ChatClient
@@ -40,11 +41,17 @@ def test_pool_kills_a_call_that_holds_the_gil_and_keeps_serving():
 
 @pytest.fixture
 def broken_registry(monkeypatch):
-    """The small test suites, with a Reasoning-Gym task that generates at no level (knight_swap in 0.1.25)."""
+    """The small test suites, with a Reasoning-Gym task that generates at no curriculum level (knight_swap in 0.1.25).
+
+    knight_swap builds with its paper config, so the suites use the ``modules`` split (curriculum levels) here.
+    """
     for group, tasks in RG_TASKS.items():
         extra = ["knight_swap"] if group == "rg_cognition" else []
-        monkeypatch.setitem(SUITES, group, lambda _options, g=group, t=tasks + extra: ReasoningGymSuite(g, tasks=t))
+        monkeypatch.setitem(SUITES, group, lambda _options, g=group, t=tasks + extra: ReasoningGymSuite(g, tasks=t,
+                            split="modules"))  # fmt: skip
     monkeypatch.setitem(SUITES, "bfcl_multi_turn", lambda _options: BfclMultiTurnSuite(BFCL_IDS))
+    monkeypatch.setitem(SUITES, "bfcl_non_live", lambda _options: BfclNonLiveSuite(BFCL_NON_LIVE_IDS))
+    monkeypatch.setitem(SUITES, "bfcl_live", lambda _options: BfclLiveSuite(BFCL_LIVE_IDS))
     monkeypatch.setattr(answers, "MATH_TIMEOUT_S", 2.0)  # below math-verify's own 5 s alarms: the kill path
 
 

@@ -12,11 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
-from eval_oracle import ACEBENCH, BFCL_IDS, DATA, RG_TASKS, Oracle
+from eval_oracle import ACEBENCH, BFCL_IDS, BFCL_LIVE_IDS, BFCL_NON_LIVE_IDS, DATA, RG_TASKS, Oracle
 
 from spade_envs.evaluation import SUITES, ResultStore, Sampling, run_suite
 from spade_envs.evaluation.cli import main
 from spade_envs.evaluation.suites.bfcl import BfclMultiTurnSuite
+from spade_envs.evaluation.suites.bfcl_single import BfclLiveSuite, BfclNonLiveSuite
 from spade_envs.evaluation.suites.math import AimeSuite
 from spade_envs.evaluation.suites.reasoning_gym import ReasoningGymSuite
 from spade_envs.llm import ChatClient
@@ -96,6 +97,8 @@ def small_registry(monkeypatch):
     for group, tasks in RG_TASKS.items():
         monkeypatch.setitem(SUITES, group, lambda _options, g=group, t=tasks: ReasoningGymSuite(g, tasks=t))
     monkeypatch.setitem(SUITES, "bfcl_multi_turn", lambda _options: BfclMultiTurnSuite(BFCL_IDS))
+    monkeypatch.setitem(SUITES, "bfcl_non_live", lambda _options: BfclNonLiveSuite(BFCL_NON_LIVE_IDS))
+    monkeypatch.setitem(SUITES, "bfcl_live", lambda _options: BfclLiveSuite(BFCL_LIVE_IDS))
 
 
 def test_suite_all_against_the_stub_writes_table_and_reports(stub_openai, small_registry, tmp_path, capsys):

@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from eval_oracle import ACEBENCH, BFCL_IDS, DATA, Oracle, rg_suites
+from eval_oracle import ACEBENCH, BFCL_IDS, BFCL_LIVE_IDS, BFCL_NON_LIVE_IDS, DATA, Oracle, rg_suites
 
 from spade_envs.evaluation import MissingEvalData, Sampling, run_suite
 from spade_envs.evaluation.suites.acebench import AceBenchAgentSuite
 from spade_envs.evaluation.suites.bfcl import BfclMultiTurnSuite
+from spade_envs.evaluation.suites.bfcl_single import BfclLiveSuite, BfclNonLiveSuite
 from spade_envs.evaluation.suites.livecodebench import LiveCodeBenchSuite
 from spade_envs.evaluation.suites.math import AimeSuite, GpqaDiamondSuite
 from spade_envs.llm import ChatClient
@@ -29,7 +30,8 @@ def _run(stub_openai, oracle, suite, tmp_path: Path, n: int = 2):
 
 def _suites():
     return [AimeSuite(2025), AimeSuite(2026), GpqaDiamondSuite(), LiveCodeBenchSuite(), BfclMultiTurnSuite(BFCL_IDS),
-            AceBenchAgentSuite(ACEBENCH), *rg_suites().values()]  # fmt: skip
+            BfclNonLiveSuite(BFCL_NON_LIVE_IDS), BfclLiveSuite(BFCL_LIVE_IDS), AceBenchAgentSuite(ACEBENCH),
+            *rg_suites().values()]  # fmt: skip
 
 
 @pytest.mark.parametrize("corrupt", [False, True], ids=["oracle", "corrupted"])

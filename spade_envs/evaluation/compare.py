@@ -1,0 +1,250 @@
+"""``spade-eval compare BASE_DIR RUN_DIR``: the paper's base-vs-trained table, with how sure each delta is.
+
+Rows as the paper reports them: the eight held-out games benchmarks and their average, BFCL-v4 multi-turn and
+ACEBench-Agent (then BFCL non-live and live when present). Base and run are the scores their ``results.json`` report;
+the delta's 95% interval is a paired bootstrap over the items both runs scored: items are drawn with replacement
+(within each BFCL / ACEBench category, so the headline formula keeps its parts), the same draw for both runs, and the
+suite's own ``aggregate`` is applied to each draw. The average's interval uses the mean of the eight suites' deltas
+in each draw. Seeded, so a table is reproducible.
+
+Comparing runs under different protocols would report a difference that training did not make, so differing
+sampling, data checksums, Reasoning-Gym split or other protocol provenance is refused (:class:`CompareError`)
+unless ``allow_mismatch``; then, and for differing package versions, the table carries a note.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from spade_envs.errors import SpadeEnvError
+from spade_envs.evaluation.records import SampleRecord
+
+__all__ = ["EIGHT", "CompareError", "Comparison", "Row", "compare_runs", "format_comparison", "paired_bootstrap"]
+
+#: The paper's games columns, in its order, with their labels.
+EIGHT = {"aime25": "AIME-25", "aime26": "AIME-26", "gpqa_diamond": "GPQA-Diamond", "livecodebench_v6": "LCB v6",
+         "rg_math": "RG-Math", "rg_algorithmic": "RG-Algorithmic", "rg_cognition": "RG-Cognition",
+         "rg_logic": "RG-Logic"}  # fmt: skip
+TOOL = {"bfcl_multi_turn": "BFCL-v4 MT", "acebench_agent": "ACEBench-Agent", "bfcl_non_live": "BFCL-v4 non-live",
+        "bfcl_live": "BFCL-v4 live"}  # fmt: skip
+AVERAGE = "Average (8)"
+#: Provenance keys that vary between runs without changing the protocol, and those that are package versions.
+_RUN_KEYS = {"failed_tasks", "redrawn", "acebench_root"}
+_VERSION_KEYS = {"reasoning_gym", "bfcl_eval", "acebench_commit"}
+
+
+class CompareError(SpadeEnvError):
+    """The two runs cannot be compared as asked (a missing results file, or different protocols)."""
+
+
+@dataclass
+class Row:
+    """One table row; scores and deltas in [0, 1] (``None`` where a run lacks the suite)."""
+
+    label: str
+    base: float | None
+    run: float | None
+    low: float | None = None
+    high: float | None = None
+    common_items: int = 0
+    common_delta: float | None = None
+
+    @property
+    def delta(self) -> float | None:
+        return None if self.base is None or self.run is None else self.run - self.base
+
+
+@dataclass
+class Comparison:
+    """The rows in table order and the notes under the table."""
+
+    rows: list[Row]
+    notes: list[str] = field(default_factory=list)
+
+
+def _read_run(path: Path) -> tuple[dict[str, Any], dict[str, dict[tuple[str, int], SampleRecord]]]:
+    results_path = path / "results.json"
+    if not results_path.is_file():
+        raise CompareError(f"{results_path} does not exist: give a directory that spade-eval wrote")
+    results = json.loads(results_path.read_text(encoding="utf-8"))
+    records: dict[str, dict[tuple[str, int], SampleRecord]] = {}
+    for name in results.get("suites", {}):
+        lines = path / f"{name}.jsonl"
+        found: dict[tuple[str, int], SampleRecord] = {}
+        if lines.is_file():
+            for line in lines.read_text(encoding="utf-8").splitlines():
+                try:
+                    record = SampleRecord.from_json(json.loads(line))
+                except (json.JSONDecodeError, KeyError, TypeError):
+                    continue  # a half-written last line of a killed run
+                found[record.key] = record
+        records[name] = found
+    return results, records
+
+
+def protocol_differences(base: dict[str, Any], run: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """``(protocol differences, other notes)`` between two ``results.json`` payloads, per shared suite."""
+    refuse: list[str] = []
+    notes: list[str] = []
+    shared = [name for name in base["suites"] if name in run["suites"]]
+    for name in shared:
+        b, r = base["suites"][name], run["suites"][name]
+        if b.get("sampling") != r.get("sampling"):
+            refuse.append(f"{name}: sampling differs (base {b.get('sampling')}, run {r.get('sampling')})")
+        if sorted(b.get("data_sha256", {}).values()) != sorted(r.get("data_sha256", {}).values()):
+            refuse.append(f"{name}: data checksums differ")
+        bp, rp = b.get("provenance", {}), r.get("provenance", {})
+        for key in sorted(set(bp) | set(rp)):
+            if key in _RUN_KEYS or bp.get(key) == rp.get(key):
+                continue
+            what = f"{name}: {key} differs (base {_short(bp.get(key))}, run {_short(rp.get(key))})"
+            (notes if key in _VERSION_KEYS else refuse).append(what)
+    for only, side in (
+        (set(base["suites"]) - set(run["suites"]), "base"),
+        (set(run["suites"]) - set(base["suites"]), "run"),
+    ):
+        if only:
+            notes.append(f"only the {side} run has {', '.join(sorted(only))}")
+    bv, rv = base.get("versions", {}), run.get("versions", {})
+    for key in sorted(k for k in set(bv) | set(rv) if bv.get(k) != rv.get(k)):
+        notes.append(f"version of {key} differs (base {bv.get(key)}, run {rv.get(key)})")
+    return refuse, notes
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = json.dumps(value, default=str) if not isinstance(value, str) else value
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _item_records(records: dict[tuple[str, int], SampleRecord], keys: set[tuple[str, int]]) -> dict[str, SampleRecord]:
+    """One record per item over ``keys``: the mean of its samples, with the first sample's detail (its category)."""
+    by_item: dict[str, list[SampleRecord]] = {}
+    for key in sorted(keys):
+        by_item.setdefault(key[0], []).append(records[key])
+    return {item: SampleRecord(rs[0].suite, item, 0, sum(r.score for r in rs) / len(rs), detail=rs[0].detail)
+            for item, rs in by_item.items()}  # fmt: skip
+
+
+def paired_bootstrap(
+    base: dict[tuple[str, int], SampleRecord],
+    run: dict[tuple[str, int], SampleRecord],
+    aggregate: Callable[[Sequence[SampleRecord]], dict[str, float]],
+    *,
+    draws: int = 1000,
+    seed: int = 0,
+) -> tuple[float, list[float], int]:
+    """``(delta on the common items, the bootstrap deltas, number of common items)`` of ``run`` minus ``base``.
+
+    Items (all their common samples together) are drawn with replacement within strata (a record's ``category`` or
+    ``kind``), the same draw for both runs.
+    """
+    common = base.keys() & run.keys()
+    b_items, r_items = _item_records(base, common), _item_records(run, common)
+    if not b_items:
+        return 0.0, [], 0
+    strata: dict[Any, list[str]] = {}
+    for item, record in sorted(b_items.items()):
+        strata.setdefault(record.detail.get("category", record.detail.get("kind")), []).append(item)
+
+    def delta(items: list[str]) -> float:
+        return aggregate([r_items[i] for i in items]).get("score", 0.0) - aggregate([b_items[i] for i in items]).get(
+            "score", 0.0
+        )
+
+    rng = random.Random(seed)
+    deltas = [delta([i for group in strata.values() for i in rng.choices(group, k=len(group))]) for _ in range(draws)]
+    return delta(sorted(b_items)), deltas, len(b_items)
+
+
+def _interval(deltas: list[float]) -> tuple[float | None, float | None]:
+    if not deltas:
+        return None, None
+    ordered = sorted(deltas)
+    return ordered[int(0.025 * (len(ordered) - 1))], ordered[int(round(0.975 * (len(ordered) - 1)))]
+
+
+def _aggregator(name: str) -> Callable[[Sequence[SampleRecord]], dict[str, float]]:
+    """The suite's own ``aggregate`` (plain mean when the suite cannot be built here, e.g. a missing package)."""
+    from spade_envs.evaluation.registry import SUITES, SuiteOptions
+
+    try:
+        return SUITES[name](SuiteOptions()).aggregate
+    except Exception:  # noqa: BLE001
+        return lambda records: {"score": sum(r.score for r in records) / len(records)} if records else {}
+
+
+def compare_runs(base_dir: Path, run_dir: Path, *, allow_mismatch: bool = False, draws: int = 1000,
+                 seed: int = 0) -> Comparison:  # fmt: skip
+    """The comparison table of ``run_dir`` against ``base_dir``; see the module docstring."""
+    base, base_records = _read_run(base_dir)
+    run, run_records = _read_run(run_dir)
+    refuse, notes = protocol_differences(base, run)
+    if refuse and not allow_mismatch:
+        raise CompareError("the runs used different protocols; refusing to compare them (--allow-mismatch compares "
+                           "anyway and notes it):\n  " + "\n  ".join(refuse))  # fmt: skip
+    notes = [f"protocol differs (compared anyway): {r}" for r in refuse] + notes
+    rows: list[Row] = []
+    eight_draws: list[list[float]] = []
+    games = any(name in base["suites"] or name in run["suites"] for name in EIGHT)
+    for name, label in [*(EIGHT.items() if games else []), *([(AVERAGE, AVERAGE)] if games else []), *TOOL.items()]:
+        if name == AVERAGE:
+            rows.append(_average(rows, eight_draws, notes))
+            continue
+        b = base["suites"].get(name, {}).get("scores", {}).get("score")
+        r = run["suites"].get(name, {}).get("scores", {}).get("score")
+        if b is None and r is None and name not in EIGHT:
+            continue
+        row = Row(label, b, r)
+        if b is not None and r is not None:
+            common_delta, deltas, n = paired_bootstrap(base_records.get(name, {}), run_records.get(name, {}),
+                                                       _aggregator(name), draws=draws, seed=seed)  # fmt: skip
+            row.low, row.high = _interval(deltas)
+            row.common_items, row.common_delta = n, common_delta
+            if name in EIGHT and deltas:
+                eight_draws.append(deltas)
+            scored = {k[0] for k in base_records.get(name, {})} | {k[0] for k in run_records.get(name, {})}
+            if n < len(scored) or n != base["suites"][name].get("items"):
+                notes.append(f"{label}: the interval covers the {n} items both runs scored (delta there "
+                             f"{100 * common_delta:+.1f}); the reported scores cover more")  # fmt: skip
+        rows.append(row)
+    return Comparison(rows, notes)
+
+
+def _average(rows: list[Row], draws: list[list[float]], notes: list[str]) -> Row:
+    present = [row for row in rows if row.delta is not None]
+    if not present:
+        return Row(AVERAGE, None, None)
+    row = Row(AVERAGE, sum(r.base for r in present) / len(present), sum(r.run for r in present) / len(present))  # type: ignore[misc]
+    if len(present) < len(EIGHT):
+        row.label = f"Average ({len(present)} of 8)"
+        notes.append(f"the average covers the {len(present)} of the eight benchmarks that both runs report")
+    if len(draws) == len(present):
+        row.low, row.high = _interval([sum(d) / len(d) for d in zip(*draws)])
+    return row
+
+
+def _pct(value: float | None, signed: bool = False) -> str:
+    return "-" if value is None else f"{100 * value:+.1f}" if signed else f"{100 * value:.1f}"
+
+
+def format_comparison(comparison: Comparison, base_name: str, run_name: str) -> str:
+    """The Markdown table (scores x100, one decimal) and its notes."""
+    header = ["benchmark", f"base ({base_name})", f"run ({run_name})", "delta", "95% CI", "items"]
+    lines = [header]
+    for row in comparison.rows:
+        interval = "-" if row.low is None else f"[{_pct(row.low, True)}, {_pct(row.high, True)}]"
+        items = str(row.common_items) if row.common_items else ""
+        label = f"**{row.label}**" if row.label.startswith("Average") else row.label
+        lines.append([label, _pct(row.base), _pct(row.run), _pct(row.delta, True), interval, items])
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    fmt = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
+    out = [fmt(lines[0]), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(fmt, lines[1:])]
+    out.append("")
+    out.append("95% CI: paired bootstrap over the items both runs scored. items: how many.")
+    out += [f"- note: {n}" for n in comparison.notes]
+    return "\n".join(out) + "\n"
