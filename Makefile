@@ -40,15 +40,14 @@ test: lint
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 # The main job on the embedded default: a tiny SPADE self-play run on CPU (real verl 0.9.1 V1 trainer, tiny random
-# Qwen3, built-in envs seeded into memory). DEMO_ROLLOUT=hf_scripted makes the designer a scripted stand-in that
-# writes built-in environments, so the admitted-environment path runs too. The report lands in $(DEMO_DIR)/spade.
+# Qwen3, built-in envs seeded into memory) told in under 60 lines by recipe/spade/demo.py: a header, one line per
+# step, where the report and the full log are (both in $(DEMO_DIR); VERBOSE=1 streams the log live).
+# DEMO_ROLLOUT=hf_scripted (default): the designer is a scripted stand-in that writes built-in environments and broken
+# code in turn, so envs are admitted, hinted, measured and played; DEMO_ROLLOUT=hf: the tiny model's own designs.
 DEMO_DIR ?= runs/demo
-DEMO_ROLLOUT ?= hf
+DEMO_ROLLOUT ?= hf_scripted
 demo: install
-	$(VENV)/bin/spade-envs demo --seeds 0 1
-	PYTHON=$(PY) RUN_DIR=$(abspath $(DEMO_DIR)) bash examples/run_spade_tiny_cpu.sh \
-	    actor_rollout_ref.rollout.name=$(DEMO_ROLLOUT) spade_cpu.tiny_model_dir=$(abspath $(DEMO_DIR))/tiny-model
-	@cat $(DEMO_DIR)/spade/report.md
+	@$(PY) -m recipe.spade.demo --run-dir $(abspath $(DEMO_DIR)) --rollout $(DEMO_ROLLOUT)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

@@ -322,6 +322,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     sim = sub.add_parser("simulate", help="simulate the self-play curriculum with stand-ins for the model (CPU)")
     _simulate_arguments(sim)
     sim.set_defaults(fn=_run_simulate)
+    from spade_envs.doctor import add_arguments as _doctor_arguments
+    from spade_envs.doctor import run_args as _run_doctor
+
+    doc = sub.add_parser("doctor", help="preflight of this machine or a launcher: one ok/warn/fail line per check")
+    _doctor_arguments(doc)
+    doc.set_defaults(fn=_run_doctor)
     args = parser.parse_args(argv)
     try:
         return args.fn(args)

@@ -5,12 +5,24 @@ spade_launch() {
     local all=("${OVERRIDES[@]}" "$@")
     echo "== SPADE plan: config ${CONFIG_NAME}, ${#all[@]} overrides =="
     printf '  %s\n' "${all[@]}"
+    spade_doctor "${all[@]}" || return 1
     if [ "${DRY_RUN:-0}" = "1" ]; then
         echo "== overrides (DRY_RUN) =="
         printf '%s\n' "${all[@]}"
         return 0
     fi
     "$python" -m recipe.spade.main_spade --config-name "${CONFIG_NAME}" "${all[@]}"
+}
+
+# Preflight before anything starts: `spade-envs doctor` on this launch (Python, torch/CUDA, verl pin, vLLM and
+# megatron-core when needed, sandbox levels, seccomp, memory, corpus, model). A failed check stops the launch.
+# Skipped with SKIP_DOCTOR=1 and under DRY_RUN=1 (which only prints). Usage: spade_doctor OVERRIDE...
+spade_doctor() {
+    if [ "${SKIP_DOCTOR:-0}" = "1" ] || [ "${DRY_RUN:-0}" = "1" ]; then return 0; fi
+    local root
+    root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+    PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" "${PYTHON:-python3}" -m spade_envs.doctor --launcher "$0" \
+        --config-name "${CONFIG_NAME}" -- "$@"
 }
 
 # Agent-loop workers for a step of ROWS rows, so that no worker can hold more sandboxed episodes at once than its

@@ -28,12 +28,12 @@ _FAILURE = "spade/propose/failure/"
 #: The simulator run behind the curriculum figure: small enough for a few seconds on one CPU core.
 CURRICULUM_STEPS, CURRICULUM_SEEDS = 150, 2
 _CURRICULUM_TEXT = (
-    "Each curve is the curriculum simulator (`spade-envs simulate`, stand-ins for the model, the real designer "
-    "rewards and memory) over {steps} steps and {seeds} seeds: SPADE's blend reward keeps the agent's win rate on "
-    "the environments it trains on near the shaded plateau band while its ability grows, whereas the agent plays "
-    "the fixed pool out: its win rate climbs toward 1 and fewer of its envs still teach. Read the top-left panel "
-    "for the win rate and the bottom-left for the share of live envs in the band; docs/simulator.md explains the "
-    "model."
+    "The curriculum simulator (`spade-envs simulate`: stand-ins for the model, the real designer rewards and "
+    "memory), {steps} steps x {seeds} seeds, SPADE's blend reward against a fixed pool of envs. Top left: with "
+    "SPADE the agent's win rate on the envs it trains on settles in the shaded plateau band (0.4-0.6), where it "
+    "learns most, while on the fixed pool it climbs toward 1; top right: SPADE's envs keep pace with the agent's "
+    "growing ability (difficulty minus ability stays above 0) while the fixed pool falls behind it "
+    "(docs/simulator.md explains the model)."
 )
 
 
