@@ -167,14 +167,22 @@ def self_score(task: str, config_blob: bytes, index: int) -> tuple[float, str]:
     return float(dataset.score_answer(answer, entry)), answer[:200]
 
 
-def suite_self_score(group: str, task: str, sample: int) -> tuple[float, str, dict[str, Any]]:
-    """Runs in a scorer process: episode ``sample`` of ``task`` as the default suite plays it, scored on its gold.
+def suite_self_score(group: str, task: str, sample: int) -> tuple[float, float, str, dict[str, Any]]:
+    r"""Runs in a scorer process: episode ``sample`` of ``task`` as the default suite plays it, scored on its gold.
 
-    Returns the score, the answer (cut to 200 characters) and the suite's provenance (its redraws, if any).
+    Returns ``score_answer`` on the gold answer as it is and as the suite reads it from ``\boxed{gold}``, the
+    answer (cut to 200 characters) and the suite's provenance (its redraws, if any).
     """
+    from spade_envs.contract import extract_command
     from spade_envs.evaluation.suites.reasoning_gym import ReasoningGymSuite
 
     suite = ReasoningGymSuite(group, tasks=[task])
     dataset, entry = suite.instance(suite.load(None)[0], sample, sample + 1)
     answer = gold_answer(task, entry)
-    return float(dataset.score_answer(answer, entry)), answer[:200], suite.provenance
+    boxed = extract_command(f"The final answer is \\boxed{{{answer}}}")
+    return (
+        float(dataset.score_answer(answer, entry)),
+        float(dataset.score_answer(boxed, entry)),
+        answer[:200],
+        suite.provenance,
+    )

@@ -116,6 +116,7 @@ class ReasoningGymSuite(Suite):
         self._configs: dict[str, bytes] = {}
         self._build_s: dict[str, float] = {}
         self._build_errors: dict[str, str] = {}
+        self._redrawn: dict[tuple[str, int], tuple[Any, dict[str, Any]]] = {}
         self._lock = threading.Lock()
 
     def task_seed(self, task: str) -> int:
@@ -203,6 +204,8 @@ class ReasoningGymSuite(Suite):
         """
         task = item.meta["task"]
         dataset = self.dataset(task, max(n_samples, sample + 1))
+        if (task, sample) in self._redrawn:  # a failing generator can take seconds to give up: only once
+            return self._redrawn[task, sample]
         try:
             return dataset, dataset[sample]
         except Exception as exc:
@@ -219,6 +222,7 @@ class ReasoningGymSuite(Suite):
                 continue
             with self._lock:
                 self.provenance.setdefault("redrawn", {}).setdefault(task, {})[str(sample)] = seed
+                self._redrawn[task, sample] = (other, entry)
             return other, entry
         raise RuntimeError(f"Reasoning-Gym task {task}: instance {sample} fails to generate at its seed and "
                            f"{REDRAWS} redraws: {first}")  # fmt: skip

@@ -47,21 +47,24 @@ def test_default_suites_use_the_split_protocol_and_a_config_per_task():
 
 
 def test_every_task_of_the_split_builds_and_scores_its_own_answer_one():
-    """All 100 tasks: episode 0 as the default suite builds it, its gold answer scored, each in a scorer process.
+    r"""All 100 tasks: episode 0 as the default suite builds it, its gold answer scored, each in a scorer process.
+
+    The gold answer scores 1.0 as it is and as the suite extracts it from ``\boxed{...}`` (the games format).
 
     knight_swap's generator gives up on instance 0 at its suite seed (the real reasoning-gym 0.1.25: "Failed to
     generate valid puzzle"), so that instance is redrawn at the first shifted seed, and only that one.
     """
     pool = shared_pool(("reasoning_gym",))
 
-    def check(group_task: tuple[str, str]) -> tuple[str, float, str, dict]:
+    def check(group_task: tuple[str, str]) -> tuple[str, float, float, str, dict]:
         return group_task[1], *pool.call(suite_self_score, *group_task, 0, timeout_s=120.0)
 
     with ThreadPoolExecutor(max_workers=pool.size) as threads:
         results = list(threads.map(check, [(g, task) for g in GROUPS for task in rg_tasks(g)]))
     assert len(results) == 100
-    assert [(task, answer) for task, score, answer, _ in results if score != 1.0] == []
-    redrawn = {task: prov["redrawn"] for task, _, _, prov in results if "redrawn" in prov}
+    assert [(task, answer) for task, raw, _, answer, _ in results if raw != 1.0] == []
+    assert [(task, answer) for task, _, boxed, answer, _ in results if boxed != 1.0] == []  # as the suite reads it
+    redrawn = {task: prov["redrawn"] for task, *_, prov in results if "redrawn" in prov}
     knight_seed = ReasoningGymSuite("rg_cognition").task_seed("knight_swap")
     assert redrawn == {"knight_swap": {"knight_swap": {"0": knight_seed + REDRAW_SEED_STEP}}}
 
