@@ -110,6 +110,11 @@ def protocol_differences(base: dict[str, Any], run: dict[str, Any]) -> tuple[lis
     ):
         if only:
             notes.append(f"only the {side} run has {', '.join(sorted(only))}")
+    b_limit, r_limit = base.get("settings", {}).get("limit"), run.get("settings", {}).get("limit")
+    if b_limit != r_limit:
+        refuse.append(f"--limit differs (base {b_limit}, run {r_limit})")
+    elif b_limit is not None:
+        notes.append(f"both runs used --limit {b_limit}: only the first {b_limit} items of each suite were scored")
     bv, rv = base.get("versions", {}), run.get("versions", {})
     for key in sorted(k for k in set(bv) | set(rv) if bv.get(k) != rv.get(k)):
         notes.append(f"version of {key} differs (base {bv.get(key)}, run {rv.get(key)})")

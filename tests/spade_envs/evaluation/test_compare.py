@@ -56,6 +56,7 @@ def folders(tmp_path_factory):
         _run(root / "base", Oracle())
         _run(root / "run", PartlyWrong())
         _run(root / "hot", Oracle(), "aime26", ["--temperature", "0.5"])
+        _run(root / "limited", Oracle(), "aime25", ["--limit", "1"])
         patch.setitem(SUITES, "rg_logic", lambda _o: ReasoningGymSuite("rg_logic", tasks=RG_TASKS["rg_logic"],
                                                                       split="modules"))  # fmt: skip
         _run(root / "modules", Oracle(), "rg_logic")
@@ -124,6 +125,10 @@ def test_compare_refuses_different_protocols_unless_asked_and_then_notes_them(fo
     assert main(["compare", str(folders / "base"), str(folders / "modules")]) == 2
     err = capsys.readouterr().err
     assert "rg_logic: split differs (base paper, run modules)" in err and "split_sha256 differs" in err
+    assert main(["compare", str(folders / "base"), str(folders / "limited")]) == 2
+    assert "--limit differs (base None, run 1)" in capsys.readouterr().err
+    assert main(["compare", str(folders / "limited"), str(folders / "limited")]) == 0
+    assert "both runs used --limit 1" in capsys.readouterr().out
     assert main(["compare", str(folders / "base"), str(folders / "hot"), "--allow-mismatch"]) == 0
     table = capsys.readouterr().out
     assert "- note: protocol differs (compared anyway): aime26: sampling differs" in table
