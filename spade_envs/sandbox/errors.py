@@ -43,6 +43,7 @@ SANDBOX_FAILURE_CODES: dict[str, str] = {
     "unsolicited_data": "the worker sent data nobody asked for",
     "invalid_result": "the reply's result fails the host's checks for its method",
     "host_check_failed": "checking a reply raised an unexpected error on the host; the worker was killed",
+    "bad_request": "the caller's request cannot be encoded as JSON (NaN, a non-JSON object); the worker is untouched",
     # OutputTooLarge
     "output_too_large": "a string in a reply exceeded max_observation_chars (the worker survives)",
     "reply_too_large": "a reply line exceeded max_response_bytes; the worker was killed",

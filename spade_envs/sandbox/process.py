@@ -180,7 +180,10 @@ class Worker:
             raise EnvCrashed(
                 f"worker {self.proc.pid if self.proc else '?'} is no longer usable", code="worker_unusable"
             )
-        data = protocol.encode({"seq": self._seq + 1, "op": op, **payload})
+        try:
+            data = protocol.encode({"seq": self._seq + 1, "op": op, **payload})
+        except (TypeError, ValueError) as exc:  # e.g. NaN in tool arguments parsed from agent text; worker untouched
+            raise ProtocolViolation(f"{op} request cannot be sent as JSON: {exc}"[:500], code="bad_request") from exc
         if len(data) > self.config.max_request_bytes:
             raise OutputTooLarge(
                 f"{op} request of {len(data)} bytes exceeds {self.config.max_request_bytes}", code="request_too_large"

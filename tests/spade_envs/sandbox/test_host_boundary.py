@@ -249,3 +249,17 @@ def test_a_long_or_invalid_exception_text_stays_an_env_error(pool):
         assert not env.worker.dead and env.worker.call("ping") == "pong"
     finally:
         env.close()
+
+
+def test_a_request_that_is_not_json_is_a_typed_error_and_spares_the_worker(pool):
+    """Tool arguments come from parsing agent text, and Python's json accepts NaN: that must not crash the host."""
+    env = RemoteEnv(FORGER.replace("@FORGED@", "b''").replace("@TARGET@", "-1"), pool)
+    try:
+        env.reset(0)
+        for arguments in ({"x": float("nan")}, {"x": object()}):
+            with pytest.raises(SandboxError) as info:
+                env.call_tool("f", arguments)
+            assert info.value.code == "bad_request"
+        assert env.step("a")[0] == "ok"
+    finally:
+        env.close()
