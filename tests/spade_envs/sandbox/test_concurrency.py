@@ -99,7 +99,7 @@ def test_a_thousand_concurrent_episodes_finish_with_bounded_threads_and_workers(
     rewards = asyncio.run(main())
     assert rewards == [1.0] * EPISODES
     assert peaks["live"] <= MAX_WORKERS
-    assert peaks["waiting"] >= EPISODES - MAX_WORKERS - 8, "the episodes were expected to queue for slots"
+    assert peaks["waiting"] >= EPISODES // 2, "the episodes were expected to queue for slots (without threads)"
     # Threads: the pool's executor (min(64, max_workers)), its refill and spawner threads, asyncio's own.
     assert peaks["threads"] <= threads_before + MAX_WORKERS + 4, peaks
     # Workers: max_workers live + pool_size ready (+1 being started by the refill thread).
