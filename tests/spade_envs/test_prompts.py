@@ -13,6 +13,8 @@ from spade_envs.prompts import (
     Exemplar,
     agent_messages,
     agent_system_prompt,
+    audit_messages,
+    audit_verdict,
     builtin_example,
     concept_ideas,
     designer_messages,
@@ -50,6 +52,7 @@ def test_every_template_is_package_data_and_used_by_the_renderers(monkeypatch):
             designer_messages(setting, DOC, skill, **kwargs)
             designer_messages(setting, None, skill, concepts=["a lock", "tides"], **kwargs)
         else:
+            audit_messages(builtin_source("TripBookingEnv"))
             for variant in TASK_VARIANTS:
                 for multi_turn in (False, True):
                     designer_messages(
@@ -271,3 +274,11 @@ def test_the_no_corpus_games_prompt_gives_concept_ideas_and_an_example_to_differ
     assert "\n\n## Skill" in user  # the grounding section ends like the document one
     with pytest.raises(ValueError, match="no-corpus"):
         designer_messages("games", None, "logical_deduction")
+
+
+def test_the_audit_asks_about_solvability_and_rejects_only_on_a_final_no():
+    prompt = audit_messages(builtin_source("TripBookingEnv"))[0]["content"]
+    assert "class TripBookingEnv" in prompt and "\\boxed{no}" in prompt
+    assert audit_verdict("it cannot be done: \\boxed{no}") is False
+    assert audit_verdict("first \\boxed{no} then, on reflection, \\boxed{yes}") is True
+    assert audit_verdict("no box at all, so no verdict") is True  # an unreadable judge accepts: only no rejects

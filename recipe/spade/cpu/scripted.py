@@ -79,15 +79,19 @@ class ScriptedDesignerReplica(HFReplica):
     server_class = ScriptedDesignerServer
 
 
-#: Seeds on which the soak's faulty envs misbehave: agent seeds of steps 1+ (10,007 x step + slot) fall inside, the
-#: step-0 measurement seeds and (almost surely) validation's drawn seeds in [1, 2**31) do not, so these envs are
-#: admitted and then fail while the agent plays them.
-_FAULT_SEEDS = "10_000 <= (self._soak_seed or 0) < 1_000_000"
+#: Seeds on which the soak's faulty envs misbehave: the agent's seeds (10,007 x step + slot for steps 1-9) fall inside;
+#: the measurement seeds of a design ((step x 100,000 + design x plays + i) x 7 + 1) and (almost surely) validation's
+#: drawn seeds in [1, 2**31) do not, so these envs are admitted and then fail while the agent plays them.
+_FAULT_SEEDS = "10_000 <= (self._soak_seed or 0) < 100_000"
 _SOAK_FAULTS = {
     "reset_raises": ("reset", f"if {_FAULT_SEEDS}:\n    raise RuntimeError('soak: no such instance')"),
     "step_raises": ("step", f"if {_FAULT_SEEDS} and self._soak_seed % 2:\n    raise ValueError('soak: odd seed')"),
     "worker_exits": ("step", f"if {_FAULT_SEEDS}:\n    import os\n    os._exit(3)"),
-    "huge_observation": ("step", f"if {_FAULT_SEEDS}:\n    return 'x' * 5_000_000, 0.0, False, False, {{}}"),
+    # on every large seed: validation's or, failing that, the measurement plays' (seeds of steps >= 1) catch it
+    "huge_observation": (
+        "step",
+        "if (self._soak_seed or 0) >= 10_000:\n    return 'x' * 5_000_000, 0.0, False, False, {}",
+    ),
     "hangs": ("reset", "while True:\n    pass"),
 }
 
