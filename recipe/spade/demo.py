@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
         if not said_preflight and log.doctor is not None:
             said_preflight = True
             print(f"  sandbox   {log.sandbox or 'unknown'}", flush=True)
-            print(f"  preflight {log.doctor} (spade-envs doctor; its lines are in the log)", flush=True)
+            print(f"  preflight {log.doctor.split(' (')[0]} (spade-envs doctor; its lines are in the log)", flush=True)
             if "0 fail" in log.doctor:
                 print(step_line({}, header=True), flush=True)
         for row in _rows_since(metrics, start, seen):

@@ -41,6 +41,18 @@ def test_the_demo_tells_the_run_in_under_60_lines_with_one_line_per_step(tmp_pat
     assert (tmp_path / "spade" / "curriculum.png").stat().st_size > 0 and "fixed pool" in report
 
 
+def test_the_launchers_preflight_stops_the_demo_with_the_failed_check_and_its_fix(tmp_path):
+    command = [sys.executable, "-m", "recipe.spade.demo", "--run-dir", str(tmp_path), "spade.corpus=/nonexistent.jsonl"]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    lines = run.stdout.splitlines()
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert re.match(r"  preflight \d+ ok, \d+ warn, 1 fail \(spade-envs doctor", lines[6])
+    assert lines[7].startswith("failed (exit 1)")
+    assert lines[8].startswith("  fail corpus: /nonexistent.jsonl does not exist") and "-> set spade.corpus" in lines[8]
+    assert lines[-1] == f"full log: {tmp_path / 'demo.log'}" and len(lines) == 10
+    assert "SpadeTaskRunner" not in (tmp_path / "demo.log").read_text()  # nothing of verl's trainer started
+
+
 def test_main_spade_stops_on_a_missing_corpus_with_one_line_before_ray_starts(tmp_path):
     env = {**os.environ, "VERL_PLATFORM": "cpu", "HYDRA_FULL_ERROR": "1"}
     run = subprocess.run([sys.executable, "-m", "recipe.spade.main_spade", "backend=cpu",
