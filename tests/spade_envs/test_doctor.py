@@ -179,3 +179,34 @@ def test_exit_on_a_bad_block_is_one_line_and_status_1(capsys):
     assert line.startswith("spade: bad config: /nonexistent.jsonl does not exist")
     with pytest.raises(SpadeConfigError, match="unknown games skills"):  # a ValueError too, for library callers
         require_spade_block(block(skills={"names": ["juggling"]}))
+
+
+def test_the_model_check_tells_a_missing_folder_from_a_hub_id(tmp_path, monkeypatch):
+    from spade_envs.doctor import _model
+
+    def model(path: str) -> Check:
+        return _model(Plan("spade_trainer", [f"actor_rollout_ref.model.path={path}"]))
+
+    assert model(str(tmp_path / "absent")).status == "fail"
+    assert model(str(tmp_path)).detail.endswith("has no config.json")
+    (tmp_path / "config.json").write_text("{}")
+    assert model(str(tmp_path)).status == "ok"
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    hub = model("Qwen/Qwen3-8B")
+    assert hub.status == "warn" and "huggingface-cli download Qwen/Qwen3-8B" in hub.fix
+    (tmp_path / "hf" / "hub" / "models--Qwen--Qwen3-8B").mkdir(parents=True)
+    assert model("Qwen/Qwen3-8B").status == "ok"
+
+
+def test_the_ray_check_connects_to_the_address():
+    import socket
+
+    from spade_envs.doctor import _ray
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        assert _ray(f"http://127.0.0.1:{port}").status == "ok"
+    closed = _ray(f"127.0.0.1:{port}")
+    assert closed.status == "fail" and "cannot connect" in closed.detail and "ray start --head" in closed.fix
