@@ -70,7 +70,12 @@ def _plainly_fine(line: bytes, max_chars: int, max_depth: int) -> bool:
     if b"\\u" in line and (b"\\ud" in line or b"\\uD" in line):
         return False
     digits = line.translate(_DIGITS_AS_ZERO)
-    return b"0" * 19 not in digits and not any(exponent in digits for exponent in _BIG_EXPONENTS)
+    if b"0000000000000000000" in digits:  # 19 digits in a row
+        return False
+    for exponent in _BIG_EXPONENTS:
+        if exponent in digits:
+            return False
+    return True
 
 
 def check_json(value: Any, max_chars: int, max_depth: int = MAX_DEPTH, line: bytes | None = None) -> None:
