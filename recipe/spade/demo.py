@@ -31,9 +31,9 @@ __all__ = ["main"]
 _ROOT = Path(__file__).resolve().parents[2]
 LAUNCHER = _ROOT / "examples" / "run_spade_tiny_cpu.sh"
 _DESIGNERS = {
-    "hf_scripted": "scripted stand-in (rollout hf_scripted), not the model: it answers designer prompts with a "
-    "built-in env and broken code in turn, so envs are admitted, hinted, measured and played",
-    "hf": "the tiny model itself (rollout hf): a random model, so every design is rejected with a failure code",
+    "hf_scripted": "scripted stand-in (hf_scripted), not the model: a built-in env and broken code in turn "
+    "(DEMO_ROLLOUT=hf: the model's own designs)",
+    "hf": "the tiny model itself (hf): a random model, so every design is rejected with a failure code",
 }
 _ERROR = re.compile(r"(Error|Exception|error:|^fail |Traceback)")
 
