@@ -103,7 +103,7 @@ class SpadeEnvAgentLoop(_SpadeLoop):
         step, slot = int(info["step"]), int(info["slot"])
         task = await self.pool.agent_task.remote(step, slot)
         episode = await self._play(task["source"], task["seed"], sampling_params, hint=None)
-        await self.pool.record_play.remote(task["env_id"], step, episode.outcome, episode.fault)
+        await self.pool.record_play.remote(task["env_id"], step, episode.outcome, episode.fault, slot)
         # the compact filter (tool use): an episode the env did not end (turns or tokens ran out) is not trained
         filtered = bool(self.spade["agent"]["compact_filter"] and task["setting"] == "tool_use"
                         and episode.fault is None and not episode.terminated)  # fmt: skip

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from recipe.spade.rlve_tasks import RLVETasks
 from spade_envs.builtin import BUILTINS, builtin_spec
 from spade_envs.corpus import Corpus, truncate_words
 from spade_envs.designer import exemplars_for_prompt
@@ -75,6 +76,10 @@ class SpadeEnvPool:
         self.use_memory = bool(memory_cfg.pop("enable", True))
         if not self.use_memory and spade["memory_replay_fraction"] > 0:
             raise ValueError("spade.memory_replay_fraction > 0 needs spade.memory.enable=true (replay plays memory)")
+        rlve = spade["fixed_env"].get("rlve") or {}
+        if rlve.get("enable") and not spade["fixed_env"]["enable"]:
+            raise ValueError("spade.fixed_env.rlve.enable needs spade.fixed_env.enable=true (a baseline: no designer)")
+        self.rlve = RLVETasks(rlve, spade["seed"]) if rlve.get("enable") else None
         lp = spade.get("learning_potential") or {}
         self.lp_fast = SkillEMA(float(lp.get("fast_ema", 0.98)))
         self.lp_slow = SkillEMA(float(lp.get("slow_ema", 0.85)))
@@ -223,6 +228,9 @@ class SpadeEnvPool:
         self._advance(step)
         if (step, slot) in self.agent_tasks:  # every session of a row plays the same env and seed (one GRPO group)
             return self.agent_tasks[(step, slot)]
+        if self.rlve is not None:
+            self.agent_tasks[(step, slot)] = self.rlve.agent_task(step, slot)
+            return self.agent_tasks[(step, slot)]
         replay = self.cfg["memory_replay_fraction"]
         if self.use_memory and replay > 0 and self.rng.random() < replay and len(self.memory) > 0:
             picked = self.memory.sample_replay(1, step, self.np_rng)
@@ -236,9 +244,14 @@ class SpadeEnvPool:
         self.agent_tasks[(step, slot)] = task
         return task
 
-    def record_play(self, env_id: str, step: int, outcome: float, fault: str | None) -> None:
-        """An agent training play finished: re-score the env in memory (win rate over its plays so far)."""
+    def record_play(self, env_id: str, step: int, outcome: float, fault: str | None, slot: int | None = None) -> None:
+        """An agent training play finished: re-score the env in memory (win rate over its plays so far).
+
+        With the RLVE baseline the play instead counts in its env's difficulty window (``slot`` names its task).
+        """
         self.events.append({"step": step, "kind": "play", "env_id": env_id, "outcome": outcome, "fault": fault})
+        if self.rlve is not None and (step, slot) in self.agent_tasks:
+            self.rlve.record(self.agent_tasks[(step, slot)], outcome, fault)
         if fault is not None:
             return
         if env_id not in self.memory:  # evicted since the play started: nothing to re-score
@@ -264,7 +277,8 @@ class SpadeEnvPool:
         self.memory.save(folder_path / "memory.jsonl")
         state = {"live": self.live, "generation": self.generation, "rng": _jsonable(self.rng.getstate()),
                  "np_rng": self.np_rng.bit_generator.state, "lp_fast": self.lp_fast.state_dict()["values"],
-                 "lp_slow": self.lp_slow.state_dict()["values"]}  # fmt: skip
+                 "lp_slow": self.lp_slow.state_dict()["values"],
+                 "rlve_window": self.rlve.state_dict() if self.rlve is not None else None}  # fmt: skip
         tmp = folder_path / "pool_state.json.tmp"
         tmp.write_text(json.dumps(state), encoding="utf-8")
         tmp.replace(folder_path / "pool_state.json")
@@ -277,6 +291,8 @@ class SpadeEnvPool:
             raise ValueError(f"{self.state_path} names live envs that {self.memory_path} lacks: {missing[:3]}")
         self.live = list(state["live"]) or self.live
         self.generation = [e for e in state["generation"] if e in known]
+        if self.rlve is not None and state.get("rlve_window"):
+            self.rlve.load_state_dict(state["rlve_window"])
         self.lp_fast = SkillEMA(self.lp_fast.alpha, state.get("lp_fast"))
         self.lp_slow = SkillEMA(self.lp_slow.alpha, state.get("lp_slow"))
         self.rng.setstate(_tuples(state["rng"]))
@@ -306,6 +322,8 @@ class SpadeEnvPool:
                     metrics[key] = metrics.get(key, 0) + 1
                 leaks = [d for d in valid if d.get("hint_failure") == "hint_leak"]
                 metrics["spade/propose/hint_leak_rate"] = len(leaks) / len(valid)
+        if self.rlve is not None:
+            metrics.update({f"spade/{k}": v for k, v in self.rlve.metrics().items()})
         for skill in SKILLS[self.setting]:
             fast, slow = self.lp_fast.get(skill), self.lp_slow.get(skill)
             if fast is not None and slow is not None:  # the learning-potential signal: fast minus slow EMA

@@ -125,3 +125,26 @@ def test_the_budget_counts_designs_samples_and_measurement_plays():
     line = budget_of(cfg).line()
     assert line == ("budget: designs_per_regen=24 samples_per_step=192 agent_samples_regen_step=168 "
                     "measurement_plays_per_regen=384")  # fmt: skip
+
+
+def test_the_rlve_baseline_plays_one_instance_per_row_and_its_windows_survive_a_checkpoint(tmp_path):
+    spade = spade_block(tmp_path, "spade.fixed_env.enable=true", "spade.fixed_env.rlve.enable=true",
+                        "spade.fixed_env.rlve.window.window_attempts=4")  # fmt: skip
+    pool = SpadeEnvPool(spade)
+    tasks = [pool.agent_task(0, slot) for slot in range(16)]
+    assert len({t["rlve_env"] for t in tasks}) == 16  # official16: every env once per step
+    assert all(
+        t["difficulty"] == 0 and t["setting"] == "games" and "class RLVEProblemEnv" in t["source"] for t in tasks
+    )
+    assert pool.agent_task(0, 3) is tasks[3]  # the n sessions of a row: one instance, one GRPO group
+    env = tasks[3]["rlve_env"]
+    for _ in range(4):
+        pool.record_play(tasks[3]["env_id"], 0, 1.0, None, 3)  # 4 wins of 4 at the top level: h rises
+    assert pool.rlve.window.bounds(env) == (0, 1)
+    assert pool.step_metrics(0)[f"spade/rlve/h/{env}"] == 1.0
+    checkpoint = tmp_path / "ckpt"
+    checkpoint.mkdir()
+    pool.save_state(str(checkpoint))
+    assert SpadeEnvPool(spade, restore_from=str(checkpoint)).rlve.window.bounds(env) == (0, 1)
+    with pytest.raises(ValueError, match="fixed_env.enable=true"):
+        SpadeEnvPool(spade_block(tmp_path / "x", "spade.fixed_env.rlve.enable=true"))

@@ -18,6 +18,7 @@ from collections import defaultdict
 from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "run_spade_tiny_cpu.sh"
+REFERENCE_POOL = Path(__file__).resolve().parents[1] / "spade_envs" / "data" / "reference_pool"
 
 
 def _command(tmp_path: Path, steps: int, *extra: str) -> tuple[list[str], dict[str, str]]:
@@ -133,9 +134,8 @@ def test_tool_use_self_play_with_a_frozen_designer_runs_through_the_trainer(tmp_
     assert any(r["trained_tokens"] > 0 for r in rows if r["role"] == "agent")
 
 
-def test_fixed_environment_baseline_has_no_designer_rows(tmp_path):
-    """The same trainer with the designer off: every row plays the seeded pool (the built-ins here)."""
-    command, env = _command(tmp_path, 2, "spade.fixed_env.enable=true", "trainer.save_freq=-1")
+def fixed_run(tmp_path: Path, *extra: str) -> dict[int, str]:
+    command, env = _command(tmp_path, 2, "spade.fixed_env.enable=true", "trainer.save_freq=-1", *extra)
     run = subprocess.run(command, capture_output=True, text=True, timeout=1200, cwd=tmp_path,
                          env={**env, "ENVS_PER_REGEN": "0"})  # fmt: skip
     log = run.stdout + run.stderr
@@ -143,8 +143,31 @@ def test_fixed_environment_baseline_has_no_designer_rows(tmp_path):
     lines = step_lines(log)
     for step in (1, 2):
         assert metric(lines[step], "spade/designer/samples") == 0 and metric(lines[step], "spade/agent/samples") == 4
-        assert metric(lines[step], "spade/live_envs") == 6  # the six games built-ins
         assert "spade/propose/validity_rate" not in lines[step]
+    return lines
+
+
+def test_fixed_environment_baseline_plays_a_pool_imported_from_reference_games(tmp_path):
+    """The same trainer with the designer off, on a pool `spade-envs import-pool` made of reference-format games."""
+    pool = tmp_path / "pool"
+    cli = str(Path(os.sys.executable).parent / "spade-envs")
+    imported = subprocess.run([cli, "import-pool", str(REFERENCE_POOL), "--out", str(pool)], capture_output=True,
+                              text=True, timeout=600)  # fmt: skip
+    assert imported.returncode == 0, imported.stdout + imported.stderr
+    admitted = [json.loads(line) for line in (pool / "manifest.jsonl").read_text().splitlines()]
+    admitted = [row for row in admitted if row.get("valid")]
+    lines = fixed_run(tmp_path, f"spade.fixed_env.pool_dir={pool}")
+    for step in (1, 2):
+        assert metric(lines[step], "spade/live_envs") == len(admitted) >= 2
+        assert metric(lines[step], "spade/solve/env_fault_rate") == 0.0
+
+
+def test_rlve_baseline_plays_rlve_envs_at_adaptive_difficulty(tmp_path):
+    """The paper's RLVE baseline through the trainer: RLVE's envs in the sandbox, windows in the step metrics."""
+    lines = fixed_run(tmp_path, "spade.fixed_env.rlve.enable=true")
+    for step in (1, 2):
+        assert metric(lines[step], "spade/rlve/h_mean") == 0.0  # 4 plays per step: far from 128 attempts
+        assert metric(lines[step], "spade/solve/env_fault_rate") == 0.0
 
 
 # Soak: the designer stand-in (rollout.name=hf_soak, recipe/spade/cpu/scripted.py) cycles through a good env, envs that
