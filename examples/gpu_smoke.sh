@@ -31,7 +31,8 @@ PLAYS_PER_ARM=2
 MAX_PROMPT=${MAX_PROMPT:-2048}
 MAX_RESPONSE=${MAX_RESPONSE:-512}
 SANDBOX_SLOTS=${SANDBOX_SLOTS:-256}
-AGENT_WORKERS=$(spade_agent_workers $((ROWS + ENVS)) "$ENVS" "$N" "$PLAYS_PER_ARM" "$SANDBOX_SLOTS") || exit 1
+ROWS_PER_STEP=$(spade_rows_per_step "$ROWS" "$ENVS" "$N") || exit 1
+AGENT_WORKERS=$(spade_agent_workers "$ROWS_PER_STEP" $((ENVS / N)) "$N" "$PLAYS_PER_ARM" "$SANDBOX_SLOTS") || exit 1
 
 case "$MODE" in
 fsdp)
@@ -65,13 +66,13 @@ OVERRIDES=(
     spade.regen_every=2 spade.envs_per_regen="$ENVS" spade.agent_rows_per_step="$ROWS"
     spade.plays_per_arm="$PLAYS_PER_ARM" spade.max_turns=3 spade.turn_tokens=64
     spade.designer.max_tokens=256 spade.designer.show_example=false spade.hint.max_tokens=32
-    data.train_batch_size=$((ROWS + ENVS)) data.max_prompt_length="$MAX_PROMPT"
+    data.train_batch_size="$ROWS_PER_STEP" data.max_prompt_length="$MAX_PROMPT"
     data.max_response_length="$MAX_RESPONSE" data.filter_overlong_prompts=false
     ++data.apply_chat_template_kwargs.enable_thinking=false
     actor_rollout_ref.model.path="$MODEL_DIR"
     "${ENGINE[@]}"
     algorithm.adv_estimator=grpo actor_rollout_ref.actor.use_kl_loss=false
-    actor_rollout_ref.actor.ppo_mini_batch_size=$((ROWS + ENVS))
+    actor_rollout_ref.actor.ppo_mini_batch_size="$ROWS_PER_STEP"
     actor_rollout_ref.actor.use_dynamic_bsz=true actor_rollout_ref.actor.ppo_max_token_len_per_gpu=8192
     actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n="$N"
     actor_rollout_ref.rollout.tensor_model_parallel_size=1 actor_rollout_ref.rollout.gpu_memory_utilization=0.3

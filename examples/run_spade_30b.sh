@@ -1,36 +1,42 @@
 #!/usr/bin/env bash
-# SPADE, games setting, Qwen3-30B-A3B-Instruct-2507 on one 8-GPU node: Megatron (TP4 + SP, EP8, optimizer offload)
-# with a vLLM rollout (TP4 x DP2, expert parallel 8 = TP x DP, as vLLM requires on verl 0.9.1). The paper's schedule:
-# 400 steps, 24 envs every 4 steps, 8 no-hint plays per env per step, 8 paired plays per arm at design time.
-# Needs Python 3.12 and the GPU + Megatron install of docs/gpu.md. Every knob: an environment variable or a Hydra
-# override. Memory, recompute and sizing choices are explained (with the verl 0.9.1 code they rest on) in docs/gpu.md.
+# SPADE with Qwen3-30B-A3B-Instruct-2507 on one 8-GPU node: the paper's games 30B run (SETTING=tool_use: its tool-use
+# 30B run; run_spade_{games,tool_use}_30b.sh), every value of the paper from examples/lib/paper.sh. Megatron
+# (TP4 + SP, EP8, optimizer offload) with a vLLM rollout (TP4 x DP2, expert parallel 8 = TP x DP, as vLLM requires on
+# verl 0.9.1). Games: 400 steps, 24 designs every 4 steps, a batch of 192 samples (a regeneration step: 24 designer +
+# 168 agent), 8 + 8 paired measurement plays per design (the paper's 16 hinted plays). DRY_RUN=1 prints the plan and
+# its budget line. Needs Python 3.12 and the GPU + Megatron install of docs/gpu.md. Every knob: an environment variable
+# or a Hydra override. Memory, recompute and sizing choices are explained (with the verl 0.9.1 code they rest on) in
+# docs/gpu.md; the paper runs, ablations and what differs from the paper's code in docs/paper.md.
 set -xeuo pipefail
 cd "$(dirname "$0")/.."
 source examples/lib/launch.sh
+source examples/lib/paper.sh
 
+SETTING=${SETTING:-games}
+# The paper's values for this run (MODEL_PATH, STEPS, REGEN_EVERY, ENVS_PER_REGEN, N, AGENT_ROWS, PLAYS_PER_ARM, KL,
+# DESIGNER_TOKENS, HINT_TOKENS, REWARD_VARIANT, ACTIVE_SKILLS, CORPUS_WORDS, AUDIT, COMPACT_FILTER, TEMPERATURE,
+# GEN_MEMORY), each unless already set.
+spade_paper_defaults "$SETTING" 30b
 # Paths
-MODEL_PATH=${MODEL_PATH:-Qwen/Qwen3-30B-A3B-Instruct-2507}
 CORPUS=${CORPUS:-examples/data/sample_corpus.jsonl}
-RUN_DIR=${RUN_DIR:-$PWD/runs/spade-30b}
+RUN_DIR=${RUN_DIR:-$PWD/runs/spade-30b-$SETTING}
+EXPERIMENT=${EXPERIMENT:-spade-30b-$SETTING}
 # Ray / cluster
 NNODES=${NNODES:-1}
 GPUS_PER_NODE=${GPUS_PER_NODE:-8}
-# Schedule (paper: 400 steps, 24 envs every 4 steps, 8 plays per env per step)
-SETTING=${SETTING:-games}
-STEPS=${STEPS:-400}
-REGEN_EVERY=${REGEN_EVERY:-4}
-ENVS_PER_REGEN=${ENVS_PER_REGEN:-24}
-AGENT_ROWS=${AGENT_ROWS:-24}
-N=${N:-8}
-PLAYS_PER_ARM=${PLAYS_PER_ARM:-8}
-# Designer reward variant (blend | regret | solve_rate | p1mp); its other knobs: reward.reward_kwargs.designer.*
-REWARD_VARIANT=${REWARD_VARIANT:-blend}
-# Lengths (paper: 32k context, 8k tokens per agent turn, 16k designer tokens, up to 25 turns)
+# Ablation switches (examples/ablations/): designer grounding (corpus | concepts), environment memory (exemplars and
+# replay), designer training, the skills (null: the setting's six) and how many are active per regeneration.
+GROUNDING=${GROUNDING:-corpus}
+MEMORY=${MEMORY:-true}
+DESIGNER_TRAIN=${DESIGNER_TRAIN:-true}
+SKILL_NAMES=${SKILL_NAMES:-null}
+# Lengths (paper: 32k context, 8k tokens per agent turn, up to 25 turns; the response must hold the designer's tokens)
 MAX_PROMPT=${MAX_PROMPT:-16384}
-MAX_RESPONSE=${MAX_RESPONSE:-16384}
+MAX_RESPONSE=${MAX_RESPONSE:-$((DESIGNER_TOKENS > 16384 ? DESIGNER_TOKENS : 16384))}
 TURN_TOKENS=${TURN_TOKENS:-8192}
 MAX_TURNS=${MAX_TURNS:-25}
-# Algorithm (paper: Adam lr 1e-6, wd 0.1, clip 0.2/0.28, KL 0, GRPO without std normalisation)
+# Algorithm (paper: Adam lr 1e-6 constant, betas 0.9 / 0.98, wd 0.1, clip 0.2 / 0.28, entropy 0, GRPO without std
+# normalisation, low-variance KL at coefficient KL)
 LR=${LR:-1e-6}
 # Parallelism: Megatron actor and vLLM rollout
 TP=${TP:-4}
@@ -39,22 +45,28 @@ GEN_TP=${GEN_TP:-4}
 GEN_DP=${GEN_DP:-2}
 # Sandbox slots per agent-loop worker (spade.sandbox.max_workers); the worker count follows from it (launch.sh).
 SANDBOX_SLOTS=${SANDBOX_SLOTS:-256}
-ROWS_PER_STEP=$((AGENT_ROWS + ENVS_PER_REGEN))
-AGENT_WORKERS=$(spade_agent_workers "$ROWS_PER_STEP" "$ENVS_PER_REGEN" "$N" "$PLAYS_PER_ARM" "$SANDBOX_SLOTS" \
+ROWS_PER_STEP=$(spade_rows_per_step "$AGENT_ROWS" "$ENVS_PER_REGEN" "$N")
+AGENT_WORKERS=$(spade_agent_workers "$ROWS_PER_STEP" $((ENVS_PER_REGEN / N)) "$N" "$PLAYS_PER_ARM" "$SANDBOX_SLOTS" \
     "${AGENT_WORKERS:-}")
-# Chat template: thinking off until the thinking mode of "Thinking agents" exists (Instruct-2507 has no thinking).
+# Chat template: thinking off (Instruct-2507 has no thinking mode; the paper's 30B runs do not think).
+spade_require_no_thinking
 ENABLE_THINKING=${ENABLE_THINKING:-false}
-# Checkpoints: every SAVE_FREQ steps, the last KEEP_CKPTS kept; each holds HF weights for spade-eval
+# Checkpoints: every SAVE_FREQ steps (the paper's 16), the last KEEP_CKPTS kept; each holds HF weights for spade-eval
 SAVE_FREQ=${SAVE_FREQ:-16}
 KEEP_CKPTS=${KEEP_CKPTS:-2}
 
 CONFIG_NAME=spade_megatron_trainer
 OVERRIDES=(
-    spade.setting="$SETTING" spade.corpus="$CORPUS" spade.run_dir="$RUN_DIR/spade"
+    spade.setting="$SETTING" spade.corpus="$CORPUS" spade.corpus_words="$CORPUS_WORDS" spade.run_dir="$RUN_DIR/spade"
     spade.regen_every="$REGEN_EVERY" spade.envs_per_regen="$ENVS_PER_REGEN" spade.agent_rows_per_step="$AGENT_ROWS"
     spade.plays_per_arm="$PLAYS_PER_ARM" spade.max_turns="$MAX_TURNS" spade.turn_tokens="$TURN_TOKENS"
-    reward.reward_kwargs.designer.variant="$REWARD_VARIANT"
-    spade.designer.max_tokens=16384
+    spade.skills.names="$SKILL_NAMES" spade.skills.active_per_regen="$ACTIVE_SKILLS"
+    spade.designer.grounding="$GROUNDING" spade.designer.train="$DESIGNER_TRAIN"
+    spade.designer.max_tokens="$DESIGNER_TOKENS" spade.hint.max_tokens="$HINT_TOKENS"
+    spade.memory.enable="$MEMORY" spade.memory.capacity=200
+    spade.audit.enable="$AUDIT" spade.agent.compact_filter="$COMPACT_FILTER"
+    reward.reward_kwargs.designer.variant="$REWARD_VARIANT" reward.reward_kwargs.designer.lp_slow_ema=0.85
+    spade.learning_potential.fast_ema=0.98
     data.train_batch_size="$ROWS_PER_STEP"
     data.max_prompt_length="$MAX_PROMPT" data.max_response_length="$MAX_RESPONSE" data.filter_overlong_prompts=false
     ++data.apply_chat_template_kwargs.enable_thinking="$ENABLE_THINKING"
@@ -68,8 +80,9 @@ OVERRIDES=(
     ++actor_rollout_ref.actor.megatron.override_transformer_config.moe_grouped_gemm=true
     ++actor_rollout_ref.actor.megatron.override_transformer_config.moe_permute_fusion=true
     algorithm.adv_estimator=grpo algorithm.norm_adv_by_std_in_grpo=false algorithm.use_kl_in_reward=false
-    actor_rollout_ref.actor.use_kl_loss=false
+    $(spade_kl_overrides "$KL")
     actor_rollout_ref.actor.optim.lr="$LR" actor_rollout_ref.actor.optim.weight_decay=0.1
+    actor_rollout_ref.actor.optim.betas='[0.9,0.98]' actor_rollout_ref.actor.entropy_coeff=0
     actor_rollout_ref.actor.clip_ratio_low=0.2 actor_rollout_ref.actor.clip_ratio_high=0.28
     actor_rollout_ref.actor.ppo_mini_batch_size="$ROWS_PER_STEP"
     actor_rollout_ref.actor.use_dynamic_bsz=true actor_rollout_ref.actor.ppo_max_token_len_per_gpu=40960
@@ -85,8 +98,9 @@ OVERRIDES=(
     actor_rollout_ref.rollout.tensor_model_parallel_size="$GEN_TP"
     actor_rollout_ref.rollout.data_parallel_size="$GEN_DP"
     actor_rollout_ref.rollout.expert_parallel_size=$((GEN_TP * GEN_DP))
-    actor_rollout_ref.rollout.gpu_memory_utilization=0.7
-    actor_rollout_ref.rollout.temperature=0.6 actor_rollout_ref.rollout.top_p=0.95
+    actor_rollout_ref.rollout.gpu_memory_utilization="$GEN_MEMORY"
+    actor_rollout_ref.rollout.temperature="$TEMPERATURE" actor_rollout_ref.rollout.top_p=0.95
+    actor_rollout_ref.rollout.top_k=20
     actor_rollout_ref.rollout.prompt_length="$MAX_PROMPT" actor_rollout_ref.rollout.response_length="$MAX_RESPONSE"
     actor_rollout_ref.rollout.max_model_len=$((MAX_PROMPT + MAX_RESPONSE))
     actor_rollout_ref.rollout.agent.num_workers="$AGENT_WORKERS" ++spade.sandbox.max_workers="$SANDBOX_SLOTS"
@@ -99,6 +113,6 @@ OVERRIDES=(
     # HF weights in global_step_N/actor/model/huggingface (Megatron-Bridge; no separate dist-checkpoint copy)
     actor_rollout_ref.actor.megatron.use_dist_checkpointing=false
     actor_rollout_ref.actor.checkpoint.save_contents='[model,optimizer,extra,hf_model]'
-    trainer.logger='["console","wandb"]' trainer.project_name=spade trainer.experiment_name=spade-30b-"$SETTING"
+    trainer.logger='["console","wandb"]' trainer.project_name=spade trainer.experiment_name="$EXPERIMENT"
 )
 spade_launch "$@"

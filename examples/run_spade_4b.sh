@@ -1,8 +1,6 @@
 #!/usr/bin/env bash
-# SPADE, games setting, Qwen3-4B-Instruct-2507 on one 8-GPU node: the 8B launcher (FSDP engine, vLLM rollout) with
-# the 4B model and rollout TP 1. Every knob of run_spade_8b.sh applies (environment variables or Hydra overrides).
-set -xeuo pipefail
-cd "$(dirname "$0")/.."
-
-MODEL_PATH=${MODEL_PATH:-Qwen/Qwen3-4B-Instruct-2507} GEN_TP=${GEN_TP:-1} RUN_DIR=${RUN_DIR:-$PWD/runs/spade-4b} \
-    EXPERIMENT=${EXPERIMENT:-spade-4b-${SETTING:-games}} bash examples/run_spade_8b.sh "$@"
+# SPADE with Qwen3-4B-Instruct-2507: the paper's games 4B run (SETTING=tool_use: its tool-use 4B run), the FSDP
+# launcher run_spade_8b.sh at SIZE=4b (rollout TP 1). Same as run_spade_games_4b.sh; every knob of run_spade_8b.sh
+# applies (environment variables or Hydra overrides).
+set -euo pipefail
+SIZE=4b exec bash "$(dirname "$0")/run_spade_8b.sh" "$@"

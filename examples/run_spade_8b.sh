@@ -1,66 +1,87 @@
 #!/usr/bin/env bash
-# SPADE, games setting, Qwen/Qwen3-8B on one 8-GPU node with the FSDP engine and a vLLM rollout (TP 2).
-# The paper's schedule (400 steps, 24 envs every 4 steps, 8 plays per env per step). Needs Python 3.12 and the GPU
-# install of docs/gpu.md. Every knob: an environment variable below or a Hydra override appended to the command line.
+# SPADE with Qwen3-8B (SIZE=4b: Qwen3-4B-Instruct-2507) on one 8-GPU node, the FSDP engine and a vLLM rollout
+# (TP 2; 4B: TP 1): the paper's games 8B run (SETTING=tool_use: its tool-use run; run_spade_{games,tool_use}_{4b,8b}.sh),
+# every value of the paper from examples/lib/paper.sh. The paper's 8B agent thinks: THINKING is the knob for it, pending
+# issue 15 (per-turn thinking samples); until then the agent plays non-thinking. DRY_RUN=1 prints the plan and its
+# budget line. Needs Python 3.12 and the GPU install of docs/gpu.md. Every knob: an environment variable below or a
+# Hydra override appended to the command line. The paper runs, ablations and differences: docs/paper.md.
 set -xeuo pipefail
 cd "$(dirname "$0")/.."
 source examples/lib/launch.sh
+source examples/lib/paper.sh
 
+SETTING=${SETTING:-games}
+SIZE=${SIZE:-8b}
+# The paper's values for this run (MODEL_PATH, STEPS, REGEN_EVERY, ENVS_PER_REGEN, N, AGENT_ROWS, PLAYS_PER_ARM, KL,
+# DESIGNER_TOKENS, HINT_TOKENS, REWARD_VARIANT, ACTIVE_SKILLS, CORPUS_WORDS, AUDIT, COMPACT_FILTER, TEMPERATURE,
+# GEN_MEMORY), each unless already set.
+spade_paper_defaults "$SETTING" "$SIZE"
 # Paths
-MODEL_PATH=${MODEL_PATH:-Qwen/Qwen3-8B}
 CORPUS=${CORPUS:-examples/data/sample_corpus.jsonl}
-RUN_DIR=${RUN_DIR:-$PWD/runs/spade-8b}
+RUN_DIR=${RUN_DIR:-$PWD/runs/spade-$SIZE-$SETTING}
+EXPERIMENT=${EXPERIMENT:-spade-$SIZE-$SETTING}
 # Cluster
 NNODES=${NNODES:-1}
 GPUS_PER_NODE=${GPUS_PER_NODE:-8}
-# Schedule
-SETTING=${SETTING:-games}
-STEPS=${STEPS:-400}
-REGEN_EVERY=${REGEN_EVERY:-4}
-ENVS_PER_REGEN=${ENVS_PER_REGEN:-24}
-AGENT_ROWS=${AGENT_ROWS:-24}
-N=${N:-8}
-PLAYS_PER_ARM=${PLAYS_PER_ARM:-8}
-# Designer reward variant (blend | regret | solve_rate | p1mp); its other knobs: reward.reward_kwargs.designer.*
-REWARD_VARIANT=${REWARD_VARIANT:-blend}
-# Lengths
+# Ablation switches (examples/ablations/): designer grounding (corpus | concepts), environment memory (exemplars and
+# replay), designer training, the skills (null: the setting's six) and how many are active per regeneration.
+GROUNDING=${GROUNDING:-corpus}
+MEMORY=${MEMORY:-true}
+DESIGNER_TRAIN=${DESIGNER_TRAIN:-true}
+SKILL_NAMES=${SKILL_NAMES:-null}
+# Lengths (paper: 32k context, 8k tokens per agent turn, up to 25 turns; the response must hold the designer's tokens)
 MAX_PROMPT=${MAX_PROMPT:-16384}
-MAX_RESPONSE=${MAX_RESPONSE:-16384}
+MAX_RESPONSE=${MAX_RESPONSE:-$((DESIGNER_TOKENS > 16384 ? DESIGNER_TOKENS : 16384))}
 TURN_TOKENS=${TURN_TOKENS:-8192}
-# Algorithm and rollout
-EXPERIMENT=${EXPERIMENT:-spade-8b-$SETTING}
+MAX_TURNS=${MAX_TURNS:-25}
+# Algorithm and rollout (paper: Adam lr 1e-6 constant, betas 0.9 / 0.98, wd 0.1, clip 0.2 / 0.28, entropy 0, GRPO
+# without std normalisation, low-variance KL at coefficient KL)
 LR=${LR:-1e-6}
-GEN_TP=${GEN_TP:-2}
+if [ "$SIZE" = 4b ]; then GEN_TP=${GEN_TP:-1}; else GEN_TP=${GEN_TP:-2}; fi
 # Sandbox slots per agent-loop worker (spade.sandbox.max_workers); the worker count follows from it (launch.sh).
 SANDBOX_SLOTS=${SANDBOX_SLOTS:-256}
-ROWS_PER_STEP=$((AGENT_ROWS + ENVS_PER_REGEN))
-AGENT_WORKERS=$(spade_agent_workers "$ROWS_PER_STEP" "$ENVS_PER_REGEN" "$N" "$PLAYS_PER_ARM" "$SANDBOX_SLOTS" \
+ROWS_PER_STEP=$(spade_rows_per_step "$AGENT_ROWS" "$ENVS_PER_REGEN" "$N")
+AGENT_WORKERS=$(spade_agent_workers "$ROWS_PER_STEP" $((ENVS_PER_REGEN / N)) "$N" "$PLAYS_PER_ARM" "$SANDBOX_SLOTS" \
     "${AGENT_WORKERS:-}")
-# Chat template: Qwen3-8B thinks by default; off until the thinking mode of "Thinking agents" exists.
+# Agent thinking: the paper's 8B agent thinks (PAPER_THINKING); THINKING=true is refused until issue 15 builds
+# per-turn thinking samples. Qwen3-8B thinks by default, so the chat template is told not to.
+THINKING=${THINKING:-false}
+spade_require_no_thinking
 ENABLE_THINKING=${ENABLE_THINKING:-false}
-# Checkpoints: every SAVE_FREQ steps, the last KEEP_CKPTS kept; each holds HF weights for spade-eval
+# Checkpoints: every SAVE_FREQ steps (the paper's 16), the last KEEP_CKPTS kept; each holds HF weights for spade-eval
 SAVE_FREQ=${SAVE_FREQ:-16}
 KEEP_CKPTS=${KEEP_CKPTS:-2}
 
 CONFIG_NAME=spade_trainer
 OVERRIDES=(
-    spade.setting="$SETTING" spade.corpus="$CORPUS" spade.run_dir="$RUN_DIR/spade"
+    spade.setting="$SETTING" spade.corpus="$CORPUS" spade.corpus_words="$CORPUS_WORDS" spade.run_dir="$RUN_DIR/spade"
     spade.regen_every="$REGEN_EVERY" spade.envs_per_regen="$ENVS_PER_REGEN" spade.agent_rows_per_step="$AGENT_ROWS"
-    spade.plays_per_arm="$PLAYS_PER_ARM" spade.turn_tokens="$TURN_TOKENS"
-    reward.reward_kwargs.designer.variant="$REWARD_VARIANT"
+    spade.plays_per_arm="$PLAYS_PER_ARM" spade.max_turns="$MAX_TURNS" spade.turn_tokens="$TURN_TOKENS"
+    spade.skills.names="$SKILL_NAMES" spade.skills.active_per_regen="$ACTIVE_SKILLS"
+    spade.designer.grounding="$GROUNDING" spade.designer.train="$DESIGNER_TRAIN"
+    spade.designer.max_tokens="$DESIGNER_TOKENS" spade.hint.max_tokens="$HINT_TOKENS"
+    spade.memory.enable="$MEMORY" spade.memory.capacity=200
+    spade.audit.enable="$AUDIT" spade.agent.compact_filter="$COMPACT_FILTER"
+    reward.reward_kwargs.designer.variant="$REWARD_VARIANT" reward.reward_kwargs.designer.lp_slow_ema=0.85
+    spade.learning_potential.fast_ema=0.98
     data.train_batch_size="$ROWS_PER_STEP"
     data.max_prompt_length="$MAX_PROMPT" data.max_response_length="$MAX_RESPONSE" data.filter_overlong_prompts=false
     ++data.apply_chat_template_kwargs.enable_thinking="$ENABLE_THINKING"
     actor_rollout_ref.model.path="$MODEL_PATH" actor_rollout_ref.model.enable_gradient_checkpointing=true
     algorithm.adv_estimator=grpo algorithm.norm_adv_by_std_in_grpo=false algorithm.use_kl_in_reward=false
+    $(spade_kl_overrides "$KL")
     actor_rollout_ref.actor.optim.lr="$LR" actor_rollout_ref.actor.optim.weight_decay=0.1
+    actor_rollout_ref.actor.optim.betas='[0.9,0.98]' actor_rollout_ref.actor.entropy_coeff=0
     actor_rollout_ref.actor.clip_ratio_low=0.2 actor_rollout_ref.actor.clip_ratio_high=0.28
     actor_rollout_ref.actor.ppo_mini_batch_size="$ROWS_PER_STEP"
     actor_rollout_ref.actor.use_dynamic_bsz=true actor_rollout_ref.actor.ppo_max_token_len_per_gpu=40960
     actor_rollout_ref.actor.fsdp_config.param_offload=true actor_rollout_ref.actor.fsdp_config.optimizer_offload=true
+    actor_rollout_ref.ref.fsdp_config.param_offload=true
     actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n="$N"
-    actor_rollout_ref.rollout.tensor_model_parallel_size="$GEN_TP" actor_rollout_ref.rollout.gpu_memory_utilization=0.7
-    actor_rollout_ref.rollout.temperature=0.6 actor_rollout_ref.rollout.top_p=0.95
+    actor_rollout_ref.rollout.tensor_model_parallel_size="$GEN_TP"
+    actor_rollout_ref.rollout.gpu_memory_utilization="$GEN_MEMORY"
+    actor_rollout_ref.rollout.temperature="$TEMPERATURE" actor_rollout_ref.rollout.top_p=0.95
+    actor_rollout_ref.rollout.top_k=20
     actor_rollout_ref.rollout.prompt_length="$MAX_PROMPT" actor_rollout_ref.rollout.response_length="$MAX_RESPONSE"
     actor_rollout_ref.rollout.max_model_len=$((MAX_PROMPT + MAX_RESPONSE))
     actor_rollout_ref.rollout.agent.num_workers="$AGENT_WORKERS" ++spade.sandbox.max_workers="$SANDBOX_SLOTS"

@@ -15,9 +15,11 @@ NNODES=${NNODES:-2}
 GPUS_PER_NODE=${GPUS_PER_NODE:-8}
 spade_require_absolute "on storage that every node mounts at the same place" RUN_DIR CORPUS
 
-# The job's environment: the cluster shape and every variable the 30B launcher reads that is set here.
+# The job's environment: the cluster shape and every variable the 30B launcher and the paper's table read (each is
+# read as ${NAME:-default} or ${NAME:=default}) that is set here.
 JOB_ENV=(NNODES="$NNODES" GPUS_PER_NODE="$GPUS_PER_NODE")
-for knob in $(sed -n 's/^\([A-Z][A-Z0-9_]*\)=.*/\1/p' examples/run_spade_30b.sh | sort -u); do
+for knob in $(grep -oh '${[A-Z][A-Z0-9_]*:[-=]' examples/run_spade_30b.sh examples/lib/paper.sh | tr -d '${:=-' |
+    sort -u); do
     case "$knob" in NNODES | GPUS_PER_NODE | CONFIG_NAME | OVERRIDES) continue ;; esac
     if [ -n "${!knob+set}" ]; then JOB_ENV+=("$knob=${!knob}"); fi
 done

@@ -1,11 +1,16 @@
-# Shared tail of the SPADE launchers: print the resolved plan, then run main_spade (or only print, with DRY_RUN=1).
-# Expects: CONFIG_NAME, an OVERRIDES array; extra Hydra overrides come from the script's arguments.
+# Shared tail of the SPADE launchers: print the resolved plan and its budget line, then run main_spade (or only
+# print, with DRY_RUN=1). Expects: CONFIG_NAME, an OVERRIDES array; extra Hydra overrides come from the script's
+# arguments.
+SPADE_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 spade_launch() {
     local python=${PYTHON:-python3}
     local all=("${OVERRIDES[@]}" "$@")
     echo "== SPADE plan: config ${CONFIG_NAME}, ${#all[@]} overrides =="
     printf '  %s\n' "${all[@]}"
     spade_doctor "${all[@]}" || return 1
+    # What a step trains, from the config the run composes (recipe/spade/budget.py; no GPU needed).
+    PYTHONPATH="$SPADE_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$python" -m recipe.spade.budget \
+        --config-name "${CONFIG_NAME}" "${all[@]}"
     if [ "${DRY_RUN:-0}" = "1" ]; then
         echo "== overrides (DRY_RUN) =="
         printf '%s\n' "${all[@]}"
@@ -25,37 +30,58 @@ spade_doctor() {
         --config-name "${CONFIG_NAME}" -- "$@"
 }
 
+# Rows of a step: AGENT_ROWS agent rows plus ENVS / N designer rows (each of a designer row's N sessions makes its own
+# design), i.e. data.train_batch_size. Fails unless ENVS is a multiple of N.
+# Usage: spade_rows_per_step AGENT_ROWS ENVS N; prints the row count.
+spade_rows_per_step() {
+    local agent=$1 envs=$2 n=$3
+    if [ $((envs % n)) -ne 0 ]; then
+        echo "error: ENVS_PER_REGEN=$envs designs is not a multiple of N=$n (rollout.n): a designer row holds N" \
+            "designs, one per session" >&2
+        return 1
+    fi
+    echo $((agent + envs / n))
+}
+
 # Agent-loop workers for a step of ROWS rows, so that no worker can hold more sandboxed episodes at once than its
 # sandbox allows (SLOTS = spade.sandbox.max_workers, one sandbox pool per agent-loop worker process).
 # verl 0.9.1's AgentLoopManagerTQ.generate_sequences hands each worker a contiguous chunk of ceil(rows / workers)
 # rows and every row runs N samples at once; a designer sample plays 2 x PLAYS_PER_ARM measurement episodes at once,
-# an agent sample one. Sized for the worst case (a chunk of designer rows only), so the row order does not matter;
-# never below verl's default of 8 workers (throughput: each worker is one Python process).
+# an agent sample one. Sized for the worst chunk (as many of the DESIGNER_ROWS designer rows as it can hold), so the
+# row order does not matter; never below verl's default of 8 workers (throughput: each worker is one Python process).
 # Usage: spade_agent_workers ROWS DESIGNER_ROWS N PLAYS_PER_ARM SLOTS [REQUESTED]; prints the worker count.
 # With REQUESTED (AGENT_WORKERS set by hand) it checks that number instead and fails when it is too small.
 spade_agent_workers() {
     local rows=$1 designers=$2 n=$3 plays=$4 slots=$5 requested=${6:-}
-    local per_row=$n
-    if [ "$designers" -gt 0 ]; then per_row=$((n * 2 * plays)); fi
-    local rows_per_worker=$((slots / per_row))
-    if [ "$rows_per_worker" -lt 1 ]; then
-        echo "error: one designer row runs N x 2 x PLAYS_PER_ARM = $per_row sandboxed episodes at once, more than" \
-            "the $slots slots of an agent-loop worker's sandbox; raise SANDBOX_SLOTS or lower N / PLAYS_PER_ARM" >&2
+    local per_designer=$((n * 2 * plays)) rows_per_worker
+    if [ "$designers" -gt 0 ] && [ "$per_designer" -gt "$slots" ]; then
+        echo "error: one designer row runs N x 2 x PLAYS_PER_ARM = $per_designer sandboxed episodes at once, more" \
+            "than the $slots slots of an agent-loop worker's sandbox; raise SANDBOX_SLOTS or lower N / PLAYS_PER_ARM" >&2
         return 1
     fi
-    local needed=$(((rows + rows_per_worker - 1) / rows_per_worker))
-    if [ "$needed" -lt 8 ]; then needed=8; fi
+    if [ $((designers * per_designer)) -ge "$slots" ]; then
+        rows_per_worker=$((slots / per_designer)) # a chunk of designer rows only
+    else
+        rows_per_worker=$((designers + (slots - designers * per_designer) / n)) # all designer rows, then agent rows
+    fi
+    if [ "$rows_per_worker" -lt 1 ]; then
+        echo "error: one row runs N = $n sandboxed episodes at once, more than the $slots slots of an agent-loop" \
+            "worker's sandbox; raise SANDBOX_SLOTS or lower N" >&2
+        return 1
+    fi
+    local least=$(((rows + rows_per_worker - 1) / rows_per_worker))
     if [ -n "$requested" ]; then
-        if [ "$requested" -lt $(((rows + rows_per_worker - 1) / rows_per_worker)) ]; then
-            echo "error: AGENT_WORKERS=$requested is too few: $rows rows of up to $per_row sandboxed episodes each" \
-                "need at least $(((rows + rows_per_worker - 1) / rows_per_worker)) workers of $slots sandbox slots" \
+        if [ "$requested" -lt "$least" ]; then
+            echo "error: AGENT_WORKERS=$requested is too few: $rows rows ($designers of them designer rows of" \
+                "$per_designer sandboxed episodes each) need at least $least workers of $slots sandbox slots" \
                 "(SANDBOX_SLOTS)" >&2
             return 1
         fi
         echo "$requested"
         return 0
     fi
-    echo "$needed"
+    if [ "$least" -lt 8 ]; then least=8; fi
+    echo "$least"
 }
 
 # Fails with a clear message unless every named variable holds an absolute path.

@@ -27,6 +27,7 @@ from packaging.requirements import Requirement
 from tensordict import TensorDict
 from test_launchers import SCRIPTS, SHARED, composed, dry_run
 
+from recipe.spade.budget import designer_rows
 from spade_envs.sandbox import SandboxConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,16 +75,16 @@ def worst_worker_load(cfg) -> tuple[int, int]:
     """The most sandboxed episodes one agent-loop worker can hold at once, and its sandbox's slots.
 
     verl 0.9.1 (``AgentLoopManagerTQ.generate_sequences``) splits a step's rows with ``TensorDict.chunk(num_workers)``
-    into contiguous chunks; a worker runs ``rollout.n`` samples of every row of its chunk at once. The worst chunk is
-    one made of designer rows only, whatever the order of rows in the schedule.
+    into contiguous chunks; a worker runs ``rollout.n`` samples of every row of its chunk at once. The worst chunk
+    holds as many of the step's designer rows (``envs_per_regen / rollout.n``) as it can, whatever the row order.
     """
     rows = cfg.data.train_batch_size
     chunks = TensorDict({"row": torch.arange(rows)}, batch_size=[rows]).chunk(
         cfg.actor_rollout_ref.rollout.agent.num_workers
     )
     biggest = max(len(c) for c in chunks)
-    designers = 0 if cfg.spade.fixed_env.enable else min(biggest, cfg.spade.envs_per_regen)
     n = cfg.actor_rollout_ref.rollout.n
+    designers = min(biggest, designer_rows(cfg.spade, n))
     load = designers * n * designer_episodes_per_sample(cfg) + (biggest - designers) * n
     return load, SandboxConfig.from_dict(cfg.spade.sandbox).max_workers
 
@@ -180,7 +181,7 @@ def test_a_sandbox_too_small_for_the_workers_fails_the_check():
 def test_the_launcher_sizes_agent_workers_from_the_sandbox_slots():
     cfg = config_of("run_spade_30b.sh")
     load, slots = worst_worker_load(cfg)
-    assert load <= slots < 2 * load  # as few workers as the slots allow (48 rows, 128 episodes a designer row)
+    assert load <= slots < 2 * load  # as few workers as the slots allow (24 rows, 128 episodes a designer row)
     config_name, overrides = dry_run("run_spade_30b.sh", SANDBOX_SLOTS="512", **ENV)
     more_slots = composed(config_name, overrides)
     assert more_slots.actor_rollout_ref.rollout.agent.num_workers < cfg.actor_rollout_ref.rollout.agent.num_workers
@@ -220,15 +221,18 @@ def test_multinode_refuses_paths_that_are_not_shared(env, message):
 
 
 def test_multinode_sends_the_shared_paths_and_knobs_to_the_job():
-    env = {**ENV, "DRY_RUN": "1", "MODEL_PATH": "/models/q30b", "STEPS": "12"}
+    env = {**ENV, "DRY_RUN": "1", "MODEL_PATH": "/models/q30b", "STEPS": "12", "KL": "0.01", "PYTHON": sys.executable}
     out = subprocess.run(["bash", str(EXAMPLES / "run_spade_multinode.sh"), "trainer.save_freq=4"],
-                         capture_output=True, text=True, timeout=60, env={**os.environ, **env})  # fmt: skip
+                         capture_output=True, text=True, timeout=300, env={**os.environ, **env})  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
     submit = out.stdout.split("== submit (DRY_RUN) ==\n", 1)[1].splitlines()[0]
     assert "--working-dir ." in submit
-    for knob in ("RUN_DIR=/shared/spade-run", "CORPUS=/shared/corpus.jsonl", "MODEL_PATH=/models/q30b", "STEPS=12"):
+    # KL is a knob of the paper's table (examples/lib/paper.sh), not of run_spade_30b.sh itself
+    for knob in ("RUN_DIR=/shared/spade-run", "CORPUS=/shared/corpus.jsonl", "MODEL_PATH=/models/q30b", "STEPS=12",
+                 "KL=0.01"):  # fmt: skip
         assert f" {knob} " in submit
     assert submit.rstrip().endswith("bash examples/run_spade_30b.sh trainer.save_freq=4")
+    assert "\nactor_rollout_ref.actor.kl_loss_coef=0.01\n" in out.stdout  # the job's plan uses the forwarded knob
     cfg = config_of("run_spade_multinode.sh")
     assert cfg.trainer.default_local_dir == "/shared/spade-run/ckpt"
     assert cfg.spade.run_dir == "/shared/spade-run/spade" and cfg.spade.corpus == "/shared/corpus.jsonl"
@@ -335,20 +339,27 @@ def test_gpu_install_commands_use_verls_wheel_index_and_the_extras():
 
 
 def test_gpu_doc_budgets_every_gpu_launcher_and_says_what_ran():
-    text = (ROOT / "docs" / "gpu.md").read_text()
+    # docs/gpu.md budgets the engine launchers; docs/paper.md maps each paper run and ablation onto one of them.
+    gpu, paper = (ROOT / "docs" / "gpu.md").read_text(), (ROOT / "docs" / "paper.md").read_text()
     for script in GPU_LAUNCHERS:
-        assert f"`{Path(script).name}`" in text, f"docs/gpu.md does not mention {script}"
-    assert "has not run on a GPU" in text
+        assert f"`{Path(script).name}`" in gpu or f"`examples/{script}`" in paper, f"no doc mentions {script}"
+    assert "has not run on a GPU" in gpu
 
 
-def test_sizing_helper_matches_the_ceil_division_it_documents():
-    # spade_agent_workers: ceil(rows / floor(slots / per-row episodes)), never below verl's default of 8.
-    for rows, designers, n, plays, slots in [(48, 24, 8, 8, 256), (48, 24, 8, 8, 512), (24, 0, 8, 8, 256),
-                                            (4, 2, 2, 2, 256), (100, 50, 4, 4, 100)]:  # fmt: skip
+def test_sizing_helper_gives_the_fewest_workers_whose_worst_chunk_fits():
+    # spade_agent_workers: the fewest workers W (never below verl's default of 8) such that a chunk of
+    # ceil(rows / W) rows, holding as many of the designer rows as it can, fits in the sandbox slots.
+    def load(chunk: int, designers: int, n: int, plays: int) -> int:
+        d = min(chunk, designers)
+        return d * n * 2 * plays + (chunk - d) * n
+
+    for rows, designers, n, plays, slots in [(24, 3, 8, 8, 256), (24, 3, 8, 8, 512), (24, 0, 8, 8, 256),
+                                            (16, 1, 16, 2, 256), (3, 1, 2, 2, 256), (100, 50, 4, 4, 100),
+                                            (200, 2, 4, 4, 64)]:  # fmt: skip
         out = subprocess.run(["bash", "-c", f"source {EXAMPLES}/lib/launch.sh; spade_agent_workers "
                               f"{rows} {designers} {n} {plays} {slots}"], capture_output=True, text=True)  # fmt: skip
-        per_row = n * 2 * plays if designers else n
-        assert int(out.stdout) == max(8, math.ceil(rows / (slots // per_row)))
+        fewest = next(w for w in range(1, rows + 1) if load(math.ceil(rows / w), designers, n, plays) <= slots)
+        assert int(out.stdout) == max(8, fewest), (rows, designers, n, plays, slots)
 
 
 # --- gpu_smoke.sh's models, built and loaded for real ----------------------------------------------------------

@@ -8,12 +8,16 @@ a stale key or an invalid parallel layout fails here, not on a GPU node.
 import os
 import re
 import subprocess
+import sys
+from functools import cache
 from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
 from verl.trainer.ppo.utils import need_critic, need_reference_policy
 from verl.utils.config import omega_conf_to_dataclass, validate_config
+
+from recipe.spade.budget import budget_of, designer_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG_DIR = str(ROOT / "recipe" / "spade" / "config")
@@ -26,14 +30,30 @@ SCRIPTS = sorted(
 SHARED = {"RUN_DIR": "/shared/spade-run", "CORPUS": "/shared/corpus.jsonl"}
 
 
-def dry_run(script: str, *extra: str, **env: str) -> tuple[str, list[str]]:
+@cache
+def _dry_run(script: str, extra: tuple[str, ...], env: tuple[tuple[str, str], ...]) -> tuple[str, str, tuple[str, ...]]:
+    """One DRY_RUN per launcher and environment per test session (each prints its budget with a Hydra compose)."""
     out = subprocess.run(
         ["bash", str(EXAMPLES / script), *extra],
-        capture_output=True, text=True, timeout=60, env={**os.environ, "DRY_RUN": "1", **env},
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHON": sys.executable, "DRY_RUN": "1", **dict(env)},
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
     config_name = re.search(r"== SPADE plan: config (\S+),", out.stdout).group(1)
-    return config_name, out.stdout.split("== overrides (DRY_RUN) ==\n", 1)[1].splitlines()
+    budget = re.findall(r"^budget: .*$", out.stdout, re.MULTILINE)
+    assert len(budget) == 1, f"{script} printed {len(budget)} budget lines"
+    return config_name, budget[0], tuple(out.stdout.split("== overrides (DRY_RUN) ==\n", 1)[1].splitlines())
+
+
+def dry_run(script: str, *extra: str, **env: str) -> tuple[str, list[str]]:
+    """The launcher's config name and Hydra overrides, as its ``DRY_RUN=1`` prints them."""
+    config_name, _, overrides = _dry_run(script, extra, tuple(sorted(env.items())))
+    return config_name, list(overrides)
+
+
+def budget_line(script: str, *extra: str, **env: str) -> str:
+    """The ``budget:`` line the launcher's ``DRY_RUN=1`` prints."""
+    return _dry_run(script, extra, tuple(sorted(env.items())))[1]
 
 
 def composed(config_name: str, overrides: list[str]):
@@ -47,13 +67,32 @@ def composed(config_name: str, overrides: list[str]):
 def test_there_is_a_launcher_for_each_use():
     assert {"run_spade_30b.sh", "run_spade_8b.sh", "run_spade_4b.sh", "run_spade_fixed_env.sh",
             "run_spade_multinode.sh", "run_spade_tiny_cpu.sh", "gpu_smoke.sh"} <= set(SCRIPTS)  # fmt: skip
+    paper = {f"run_spade_{setting}_{size}.sh" for setting in ("games", "tool_use") for size in ("4b", "8b", "30b")}
+    ablations = {f"ablations/{name}.sh" for name in ("no_corpus", "no_memory", "no_designer_training", "two_skills",
+                                                     "solve_rate", "learning_potential", "regret_based")}  # fmt: skip
+    assert paper | ablations <= set(SCRIPTS)
+
+
+def test_the_games_30b_command_prints_the_papers_budget():
+    # The issue's first check: 24 designs per regeneration, 192 samples per step (168 agent + 24 designer).
+    assert budget_line("run_spade_30b.sh") == (
+        "budget: designs_per_regen=24 samples_per_step=192 agent_samples_regen_step=168 measurement_plays_per_regen=384"
+    )
+
+
+def test_a_design_count_that_is_not_a_multiple_of_n_is_refused():
+    out = subprocess.run(["bash", str(EXAMPLES / "run_spade_30b.sh")], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "DRY_RUN": "1", "ENVS_PER_REGEN": "20"})  # fmt: skip
+    assert out.returncode != 0 and "ENVS_PER_REGEN=20 designs is not a multiple of N=8" in out.stderr
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_launcher_composes_and_validates(script):
     config_name, overrides = dry_run(script, **SHARED)
     cfg = composed(config_name, overrides)
-    assert cfg.data.train_batch_size == cfg.spade.agent_rows_per_step + cfg.spade.envs_per_regen
+    n = cfg.actor_rollout_ref.rollout.n
+    assert cfg.data.train_batch_size == cfg.spade.agent_rows_per_step + designer_rows(cfg.spade, n)
+    assert budget_line(script, **SHARED) == budget_of(cfg).line()
     assert not any(o.startswith(("reward_model.", "custom_reward_function")) for o in overrides), "legacy keys"
 
 

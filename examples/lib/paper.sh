@@ -1,0 +1,68 @@
+# The paper's settings for each of its six runs (arXiv 2608.19197; ../shared/notes/spade-reference.md §9-§10), as
+# defaults of the launchers' knobs: `spade_paper_defaults SETTING SIZE` sets every knob below that the environment
+# does not already set, so any knob can still be changed for one run (KL=0 bash examples/run_spade_games_8b.sh).
+# tests/recipe/test_paper_protocol.py pins the composed result of every paper launcher to the paper's numbers.
+#
+# How the paper's numbers map onto the recipe's knobs:
+# - ENVS_PER_REGEN designs per regeneration, N plays per env per step (rollout.n), SAMPLES_PER_STEP the global batch;
+#   a regeneration step trains ENVS_PER_REGEN designer samples (ENVS_PER_REGEN / N designer rows, each of whose N
+#   sessions makes its own design) and AGENT_ROWS = (SAMPLES_PER_STEP - ENVS_PER_REGEN) / N agent rows of N plays.
+# - HINT_PLAYS, the paper's hinted plays per env: the recipe measures each design at design time on paired seeds,
+#   PLAYS_PER_ARM = HINT_PLAYS / 2 plays without and as many with the hint, so a design costs HINT_PLAYS plays.
+# - THINKING is the paper's agent thinking (8B). Per-turn thinking samples are issue 15; until then the launchers
+#   refuse THINKING=true and play every agent non-thinking (enable_thinking=false).
+# Usage: spade_paper_defaults games|tool_use 4b|8b|30b
+spade_paper_defaults() {
+    local setting=$1 size=$2 row
+    # setting/size   steps designs n  batch regen hint_plays hint_tokens designer_tokens reward KL     thinking
+    #                active_skills audit+compact corpus_words temperature rollout_memory model
+    case "$setting/$size" in
+    games/4b) row="400 24 8 192 4 16 4096 16384 blend 0 false 3 false 6000 0.6 0.7 Qwen/Qwen3-4B-Instruct-2507" ;;
+    games/8b) row="400 24 8 192 4 16 4096 20480 blend 0.005 true 3 false 6000 0.6 0.7 Qwen/Qwen3-8B" ;;
+    games/30b) row="400 24 8 192 4 16 4096 16384 blend 0 false 3 false 6000 0.6 0.7 Qwen/Qwen3-30B-A3B-Instruct-2507" ;;
+    tool_use/4b) row="500 16 16 256 32 4 512 16384 regret 0.005 false null true 4000 0.7 0.7 Qwen/Qwen3-4B-Instruct-2507" ;;
+    tool_use/8b) row="400 24 8 192 8 16 2048 20480 blend 0.005 true null true 4000 0.6 0.7 Qwen/Qwen3-8B" ;;
+    tool_use/30b) row="400 24 8 192 8 16 2048 16384 blend 0.005 false null true 4000 0.6 0.85 Qwen/Qwen3-30B-A3B-Instruct-2507" ;;
+    *)
+        echo "error: the paper has no run for SETTING=$setting at size $size (games | tool_use x 4b | 8b | 30b)" >&2
+        return 1
+        ;;
+    esac
+    local steps designs n batch regen hint_plays hint_tokens designer_tokens reward kl thinking active audit words \
+        temperature memory model
+    read -r steps designs n batch regen hint_plays hint_tokens designer_tokens reward kl thinking active audit words \
+        temperature memory model <<<"$row"
+    : "${MODEL_PATH:=$model}"
+    # Schedule and budget
+    : "${STEPS:=$steps}" "${REGEN_EVERY:=$regen}" "${ENVS_PER_REGEN:=$designs}" "${N:=$n}"
+    : "${AGENT_ROWS:=$(((batch - designs) / n))}" "${PLAYS_PER_ARM:=$((hint_plays / 2))}"
+    # Designer, hint and reward
+    : "${DESIGNER_TOKENS:=$designer_tokens}" "${HINT_TOKENS:=$hint_tokens}" "${REWARD_VARIANT:=$reward}"
+    : "${ACTIVE_SKILLS:=$active}" "${CORPUS_WORDS:=$words}" "${AUDIT:=$audit}" "${COMPACT_FILTER:=$audit}"
+    # Agent and algorithm
+    : "${KL:=$kl}" "${PAPER_THINKING:=$thinking}" "${TEMPERATURE:=$temperature}" "${GEN_MEMORY:=$memory}"
+    export MODEL_PATH STEPS REGEN_EVERY ENVS_PER_REGEN N AGENT_ROWS PLAYS_PER_ARM DESIGNER_TOKENS HINT_TOKENS \
+        REWARD_VARIANT ACTIVE_SKILLS CORPUS_WORDS AUDIT COMPACT_FILTER KL PAPER_THINKING TEMPERATURE GEN_MEMORY
+}
+
+# The KL overrides: the paper's low-variance KL loss at coefficient KL, or none (no reference model) at KL=0.
+# Usage: spade_kl_overrides KL; prints one override per line.
+spade_kl_overrides() {
+    if [ "$1" = "0" ]; then
+        echo "actor_rollout_ref.actor.use_kl_loss=false"
+    else
+        printf '%s\n' "actor_rollout_ref.actor.use_kl_loss=true" "actor_rollout_ref.actor.kl_loss_coef=$1" \
+            "actor_rollout_ref.actor.kl_loss_type=low_var_kl"
+    fi
+}
+
+# Refuses THINKING=true: the paper's 8B agent thinks with per-turn samples (the history re-rendered without earlier
+# think blocks, one sample per turn), which is issue 15 and not built; a thinking agent trained on whole episodes
+# would not be the paper's run. Usage: spade_require_no_thinking
+spade_require_no_thinking() {
+    if [ "${THINKING:-false}" != "false" ]; then
+        echo "error: THINKING=$THINKING: the paper's thinking agent (per-turn thinking samples) is pending issue 15;" \
+            "the paper's value here is PAPER_THINKING=${PAPER_THINKING:-false}, and this run plays non-thinking" >&2
+        return 1
+    fi
+}

@@ -1,0 +1,220 @@
+"""Every paper launcher and ablation is the paper's run: its composed config carries each number of the paper's table.
+
+Each launcher runs with ``DRY_RUN=1`` (``test_launchers.py``'s machinery: the overrides it prints, composed against
+verl 0.9.1's config, and the budget line it prints). The paper's numbers are written once, in ``RUNS`` and
+``ABLATIONS`` below; ``test_every_column_of_the_table_is_checked`` proves that changing any of them fails the check.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+from dataclasses import dataclass
+from functools import cache
+
+import pytest
+from test_launchers import EXAMPLES, SHARED, budget_line, composed, dry_run
+
+
+@dataclass(frozen=True)
+class Run:
+    """One paper run: the columns of the paper's settings table, plus the ablation switches (§10)."""
+
+    model: str
+    steps: int
+    designs: int  # designs (envs) per regeneration
+    batch: int  # global batch: trained samples per step
+    n: int  # plays per env per step (rollout.n)
+    regen: int  # regeneration interval (steps)
+    hint_plays: int  # hinted plays per env; the recipe measures hint_plays / 2 plays per arm (no hint / hint)
+    hint_tokens: int
+    designer_tokens: int
+    reward: str  # designer reward variant (the paper's regret_based is the recipe's "regret")
+    kl: float  # low-variance KL loss coefficient; 0: no KL loss
+    thinking: bool  # the paper's agent thinks (8B); pending issue 15, the launchers play non-thinking
+    active_skills: int | None  # skills active per regeneration; None: all of them
+    audit_and_compact: bool  # tool-use validator audit and compact filter
+    corpus_words: int
+    temperature: float  # agent sampling temperature
+    rollout_memory: float  # rollout engine memory fraction
+    # The ablation switches, at the main runs' values.
+    grounding: str = "corpus"
+    memory: bool = True
+    designer_train: bool = True
+    skills: tuple[str, ...] | None = None  # None: the setting's six
+
+
+# The paper's runs. Source: ../shared/notes/spade-reference.md §9 (settings table: rollouts, envs / global batch /
+# plays per env per step, regeneration, hint plays / hint tokens, reward, KL, thinking, designer max tokens, skills,
+# validator + compact filter, corpus words; "Other settings": tool 4B temperature 0.7; parallelism: rollout memory
+# fraction 0.7, tool-use 30B 0.85) and §10 (budget per step: 24 designs, 192 samples, 24 designer + 168 agent).
+# fmt: off
+RUNS = {
+    #                                model                               steps designs batch n   regen hint hint_tok designer reward    KL     think  active audit  words temp mem  # noqa: E501
+    "run_spade_games_4b.sh":     Run("Qwen/Qwen3-4B-Instruct-2507",      400,  24,     192,  8,  4,    16,  4096,    16384,   "blend",  0.0,   False, 3,     False, 6000, 0.6, 0.7),  # noqa: E501
+    "run_spade_games_8b.sh":     Run("Qwen/Qwen3-8B",                    400,  24,     192,  8,  4,    16,  4096,    20480,   "blend",  0.005, True,  3,     False, 6000, 0.6, 0.7),  # noqa: E501
+    "run_spade_games_30b.sh":    Run("Qwen/Qwen3-30B-A3B-Instruct-2507", 400,  24,     192,  8,  4,    16,  4096,    16384,   "blend",  0.0,   False, 3,     False, 6000, 0.6, 0.7),  # noqa: E501
+    "run_spade_tool_use_4b.sh":  Run("Qwen/Qwen3-4B-Instruct-2507",      500,  16,     256,  16, 32,   4,   512,     16384,   "regret", 0.005, False, None,  True,  4000, 0.7, 0.7),  # noqa: E501
+    "run_spade_tool_use_8b.sh":  Run("Qwen/Qwen3-8B",                    400,  24,     192,  8,  8,    16,  2048,    20480,   "blend",  0.005, True,  None,  True,  4000, 0.6, 0.7),  # noqa: E501
+    "run_spade_tool_use_30b.sh": Run("Qwen/Qwen3-30B-A3B-Instruct-2507", 400,  24,     192,  8,  8,    16,  2048,    16384,   "blend",  0.005, False, None,  True,  4000, 0.6, 0.85),  # noqa: E501
+}
+# The ablations, each over the games 30B run: what changes (§10's ablation table).
+ABLATIONS = {
+    "ablations/no_corpus.sh": {"grounding": "concepts"},
+    "ablations/no_memory.sh": {"memory": False},
+    "ablations/no_designer_training.sh": {"designer_train": False, "memory": False},
+    "ablations/two_skills.sh": {"skills": ("mathematical_reasoning", "pattern_recognition"), "active_skills": 2},
+    "ablations/solve_rate.sh": {"reward": "solve_rate"},
+    "ablations/learning_potential.sh": {"reward": "learning_potential"},
+    "ablations/regret_based.sh": {"reward": "regret"},
+}
+# Shared by every run (§9 "Shared settings" and §1 / §5): config path -> value.
+SHARED_SETTINGS = {
+    "actor_rollout_ref.actor.optim.lr": 1e-6,
+    "actor_rollout_ref.actor.optim.weight_decay": 0.1,
+    "actor_rollout_ref.actor.optim.betas": [0.9, 0.98],
+    "actor_rollout_ref.actor.clip_ratio_low": 0.2,
+    "actor_rollout_ref.actor.clip_ratio_high": 0.28,
+    "actor_rollout_ref.actor.entropy_coeff": 0,
+    "algorithm.adv_estimator": "grpo",
+    "algorithm.norm_adv_by_std_in_grpo": False,
+    "algorithm.use_kl_in_reward": False,
+    "actor_rollout_ref.rollout.top_p": 0.95,
+    "actor_rollout_ref.rollout.top_k": 20,
+    "spade.max_turns": 25,
+    "spade.turn_tokens": 8192,
+    "spade.memory.capacity": 200,
+    "spade.learning_potential.fast_ema": 0.98,
+    "spade.learning_potential.slow_ema": 0.85,
+    "trainer.save_freq": 16,
+}
+# fmt: on
+# The main commands that are the paper runs under their older names.
+ALIASES = {
+    "run_spade_30b.sh": "run_spade_games_30b.sh",
+    "run_spade_8b.sh": "run_spade_games_8b.sh",
+    "run_spade_4b.sh": "run_spade_games_4b.sh",
+}  # fmt: skip
+
+
+def expected(script: str) -> Run:
+    if script in RUNS:
+        return RUNS[script]
+    return dataclasses.replace(RUNS["run_spade_games_30b.sh"], **ABLATIONS[script])
+
+
+def expected_budget(run: Run) -> str:
+    """The budget line of a paper run (§10: a regeneration step trains every design plus the rest as agent samples)."""
+    return (
+        f"budget: designs_per_regen={run.designs} samples_per_step={run.batch} "
+        f"agent_samples_regen_step={run.batch - run.designs} measurement_plays_per_regen={run.designs * run.hint_plays}"
+    )
+
+
+@cache
+def thinking_refusal(script: str) -> str:
+    """What the launcher says when asked for the thinking agent (refused until issue 15)."""
+    out = subprocess.run(["bash", str(EXAMPLES / script)], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "DRY_RUN": "1", "THINKING": "true"})  # fmt: skip
+    assert out.returncode != 0, "THINKING=true ran: issue 15 is pending"
+    return out.stderr
+
+
+def get(cfg, path: str):
+    node = cfg
+    for key in path.split("."):
+        node = node[key]
+    return node
+
+
+def mismatches(cfg, budget: str, refusal: str, run: Run) -> list[str]:
+    """Every column of ``run`` that the composed config, its budget line or its thinking refusal contradicts."""
+    spade, actor, rollout = cfg.spade, cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.rollout
+    kl_ok = actor.use_kl_loss is False if run.kl == 0 else (
+        actor.use_kl_loss is True and actor.kl_loss_coef == run.kl and actor.kl_loss_type == "low_var_kl"
+    )  # fmt: skip
+    skills = None if spade.skills.names is None else tuple(spade.skills.names)
+    checks = {
+        "model": cfg.actor_rollout_ref.model.path == run.model,
+        "steps": cfg.trainer.total_training_steps == run.steps,
+        "designs": spade.envs_per_regen == run.designs and not spade.fixed_env.enable,
+        "batch": cfg.data.train_batch_size * rollout.n == run.batch,
+        "n": rollout.n == run.n,
+        "regen": spade.regen_every == run.regen,
+        "hint_plays": 2 * spade.plays_per_arm == run.hint_plays,
+        "hint_tokens": spade.hint.max_tokens == run.hint_tokens,
+        # the designer's tokens must also fit in the response (agent_loops caps them at rollout.response_length)
+        "designer_tokens": spade.designer.max_tokens == run.designer_tokens <= rollout.response_length,
+        "reward": cfg.reward.reward_kwargs.designer.variant == run.reward,
+        "kl": kl_ok,
+        "thinking": f"PAPER_THINKING={str(run.thinking).lower()}" in refusal
+        and "issue 15" in refusal
+        and cfg.data.apply_chat_template_kwargs.enable_thinking is False,
+        "active_skills": spade.skills.active_per_regen == run.active_skills,
+        "audit_and_compact": spade.audit.enable is run.audit_and_compact
+        and spade.agent.compact_filter is run.audit_and_compact,
+        "corpus_words": spade.corpus_words == run.corpus_words,
+        "temperature": rollout.temperature == run.temperature,
+        "rollout_memory": rollout.gpu_memory_utilization == run.rollout_memory,
+        "grounding": spade.designer.grounding == run.grounding
+        and (spade.corpus is None) == (run.grounding == "concepts"),
+        "memory": spade.memory.enable is run.memory,
+        "designer_train": spade.designer.train is run.designer_train,
+        "skills": skills == run.skills,
+    }
+    assert set(checks) == {f.name for f in dataclasses.fields(Run)}, "a column of the table is not checked"
+    problems = [f"{name}: {getattr(run, name)!r} in the paper" for name, ok in checks.items() if not ok]
+    if budget != expected_budget(run):
+        problems.append(f"budget: {budget!r}, the paper's {expected_budget(run)!r}")
+    problems += [f"{path}: {get(cfg, path)!r}, the paper's {value!r}" for path, value in SHARED_SETTINGS.items()
+                 if get(cfg, path) != value]  # fmt: skip
+    return problems
+
+
+@cache
+def plan(script: str):
+    """The launcher's composed config, budget line and thinking refusal."""
+    config_name, overrides = dry_run(script, **SHARED)
+    return composed(config_name, overrides), budget_line(script, **SHARED), thinking_refusal(script)
+
+
+@pytest.mark.parametrize("script", [*RUNS, *ABLATIONS])
+def test_launcher_is_the_papers_run(script):
+    assert mismatches(*plan(script), expected(script)) == []
+
+
+def test_the_games_30b_budget_is_the_issues():
+    assert expected_budget(RUNS["run_spade_games_30b.sh"]) == (
+        "budget: designs_per_regen=24 samples_per_step=192 agent_samples_regen_step=168 measurement_plays_per_regen=384"
+    )
+
+
+@pytest.mark.parametrize("field", [f.name for f in dataclasses.fields(Run)])
+def test_every_column_of_the_table_is_checked(field):
+    """A launcher that drifts from any number of the table fails (here the table drifts, one column at a time)."""
+    run = RUNS["run_spade_games_30b.sh"]
+    value = getattr(run, field)
+    other = {bool: lambda v: not v, int: lambda v: v + 1, float: lambda v: v + 0.1, str: lambda v: v + "x",
+             type(None): lambda v: 2, tuple: lambda v: None}[type(value)](value)  # fmt: skip
+    problems = mismatches(*plan("run_spade_games_30b.sh"), dataclasses.replace(run, **{field: other}))
+    assert any(p.startswith(f"{field}:") for p in problems), problems
+
+
+@pytest.mark.parametrize("script", ABLATIONS)
+def test_an_ablation_changes_only_its_switches(script):
+    """An ablation's overrides differ from the games 30B run's in its switches and its experiment name, nothing else."""
+    base = set(dry_run("run_spade_games_30b.sh", **SHARED)[1])
+    changed = {o.split("=", 1)[0] for o in set(dry_run(script, **SHARED)[1]) ^ base}
+    switch_keys = {
+        "grounding": {"spade.designer.grounding", "spade.corpus"}, "memory": {"spade.memory.enable"},
+        "designer_train": {"spade.designer.train"}, "skills": {"spade.skills.names"},
+        "active_skills": {"spade.skills.active_per_regen"}, "reward": {"reward.reward_kwargs.designer.variant"},
+    }  # fmt: skip
+    assert changed == set().union(*(switch_keys[k] for k in ABLATIONS[script])) | {"trainer.experiment_name"}
+
+
+@pytest.mark.parametrize(("alias", "script"), ALIASES.items())
+def test_the_older_commands_are_the_games_runs(alias, script):
+    assert dry_run(alias, **SHARED) == dry_run(script, **SHARED)
+    assert budget_line(alias, **SHARED) == budget_line(script, **SHARED)
