@@ -210,3 +210,9 @@ def test_the_ray_check_connects_to_the_address():
         assert _ray(f"http://127.0.0.1:{port}").status == "ok"
     closed = _ray(f"127.0.0.1:{port}")
     assert closed.status == "fail" and "cannot connect" in closed.detail and "ray start --head" in closed.fix
+
+
+def test_importing_doctor_loads_no_framework():
+    code = "import sys, spade_envs.doctor; print([m for m in ('verl', 'torch', 'ray', 'hydra') if m in sys.modules])"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert run.stdout.strip() == "[]", run.stdout + run.stderr
