@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import subprocess
 from dataclasses import dataclass
 from functools import cache
@@ -128,47 +129,61 @@ def get(cfg, path: str):
     return node
 
 
+def as_table(cfg, refusal: str) -> dict:
+    """The launcher's composed config read back into the table's columns (a readable note where it cannot be)."""
+    spade, actor, rollout = cfg.spade, cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.rollout
+    kl = 0.0 if actor.use_kl_loss is False else actor.kl_loss_coef
+    if actor.use_kl_loss and actor.kl_loss_type != "low_var_kl":
+        kl = f"{actor.kl_loss_coef} ({actor.kl_loss_type})"
+    # the agent plays non-thinking (issue 15 pending); the launcher's refusal of THINKING=true names the paper's value
+    thinking = re.search(r"PAPER_THINKING=(true|false)", refusal) if "issue 15" in refusal else None
+    if cfg.data.apply_chat_template_kwargs.enable_thinking is not False:
+        thinking = None
+    # the designer's tokens must fit in the response (agent_loops caps them at rollout.response_length)
+    designer = spade.designer.max_tokens
+    if designer > rollout.response_length:
+        designer = f"{designer} > response_length {rollout.response_length}"
+    audit = spade.audit.enable
+    if spade.agent.compact_filter != audit:
+        audit = f"audit {audit}, compact filter {spade.agent.compact_filter}"
+    grounding = spade.designer.grounding
+    if (spade.corpus is None) != (grounding == "concepts"):
+        grounding = f"{grounding} with corpus {spade.corpus}"
+    return {
+        "model": cfg.actor_rollout_ref.model.path,
+        "steps": cfg.trainer.total_training_steps,
+        "designs": 0 if spade.fixed_env.enable else spade.envs_per_regen,
+        "batch": cfg.data.train_batch_size * rollout.n,
+        "n": rollout.n,
+        "regen": spade.regen_every,
+        "hint_plays": 2 * spade.plays_per_arm,
+        "hint_tokens": spade.hint.max_tokens,
+        "designer_tokens": designer,
+        "reward": cfg.reward.reward_kwargs.designer.variant,
+        "kl": kl,
+        "thinking": None if thinking is None else thinking.group(1) == "true",
+        "active_skills": spade.skills.active_per_regen,
+        "audit_and_compact": audit,
+        "corpus_words": spade.corpus_words,
+        "temperature": rollout.temperature,
+        "rollout_memory": rollout.gpu_memory_utilization,
+        "grounding": grounding,
+        "memory": spade.memory.enable,
+        "designer_train": spade.designer.train,
+        "skills": None if spade.skills.names is None else tuple(spade.skills.names),
+    }
+
+
 def mismatches(cfg, budget: str, refusal: str, run: Run) -> list[str]:
     """Every column of ``run`` that the composed config, its budget line or its thinking refusal contradicts."""
-    spade, actor, rollout = cfg.spade, cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.rollout
-    kl_ok = actor.use_kl_loss is False if run.kl == 0 else (
-        actor.use_kl_loss is True and actor.kl_loss_coef == run.kl and actor.kl_loss_type == "low_var_kl"
-    )  # fmt: skip
-    skills = None if spade.skills.names is None else tuple(spade.skills.names)
-    checks = {
-        "model": cfg.actor_rollout_ref.model.path == run.model,
-        "steps": cfg.trainer.total_training_steps == run.steps,
-        "designs": spade.envs_per_regen == run.designs and not spade.fixed_env.enable,
-        "batch": cfg.data.train_batch_size * rollout.n == run.batch,
-        "n": rollout.n == run.n,
-        "regen": spade.regen_every == run.regen,
-        "hint_plays": 2 * spade.plays_per_arm == run.hint_plays,
-        "hint_tokens": spade.hint.max_tokens == run.hint_tokens,
-        # the designer's tokens must also fit in the response (agent_loops caps them at rollout.response_length)
-        "designer_tokens": spade.designer.max_tokens == run.designer_tokens <= rollout.response_length,
-        "reward": cfg.reward.reward_kwargs.designer.variant == run.reward,
-        "kl": kl_ok,
-        "thinking": f"PAPER_THINKING={str(run.thinking).lower()}" in refusal
-        and "issue 15" in refusal
-        and cfg.data.apply_chat_template_kwargs.enable_thinking is False,
-        "active_skills": spade.skills.active_per_regen == run.active_skills,
-        "audit_and_compact": spade.audit.enable is run.audit_and_compact
-        and spade.agent.compact_filter is run.audit_and_compact,
-        "corpus_words": spade.corpus_words == run.corpus_words,
-        "temperature": rollout.temperature == run.temperature,
-        "rollout_memory": rollout.gpu_memory_utilization == run.rollout_memory,
-        "grounding": spade.designer.grounding == run.grounding
-        and (spade.corpus is None) == (run.grounding == "concepts"),
-        "memory": spade.memory.enable is run.memory,
-        "designer_train": spade.designer.train is run.designer_train,
-        "skills": skills == run.skills,
-    }
-    assert set(checks) == {f.name for f in dataclasses.fields(Run)}, "a column of the table is not checked"
-    problems = [f"{name}: {getattr(run, name)!r} in the paper" for name, ok in checks.items() if not ok]
+    got = as_table(cfg, refusal)
+    assert set(got) == {f.name for f in dataclasses.fields(Run)}, "a column of the table is not checked"
+    problems = [f"{name}: the launcher's {value!r}, the paper's {getattr(run, name)!r}"
+                for name, value in got.items() if value != getattr(run, name)]  # fmt: skip
     if budget != expected_budget(run):
-        problems.append(f"budget: {budget!r}, the paper's {expected_budget(run)!r}")
-    problems += [f"{path}: {get(cfg, path)!r}, the paper's {value!r}" for path, value in SHARED_SETTINGS.items()
-                 if get(cfg, path) != value]  # fmt: skip
+        problems.append(f"budget: the launcher's {budget!r}, the paper's {expected_budget(run)!r}")
+    problems += [f"{path}: the launcher's {get(cfg, path)!r}, the paper's {value!r}"
+                 for path, value in SHARED_SETTINGS.items() if get(cfg, path) != value]  # fmt: skip
     return problems
 
 
