@@ -4,5 +4,7 @@
 # (spade.designer.grounding=concepts; no corpus is read).
 # Everything else is the games 30B run; any of its knobs can still be set. DRY_RUN=1 prints the plan and its budget.
 set -euo pipefail
-GROUNDING=concepts CORPUS=null RUN_DIR=${RUN_DIR:-$PWD/runs/spade-30b-games-no-corpus} EXPERIMENT=${EXPERIMENT:-spade-30b-games-no-corpus} \
+GROUNDING=concepts CORPUS=null \
+    RUN_DIR=${RUN_DIR:-$PWD/runs/spade-30b-games-no-corpus} \
+    EXPERIMENT=${EXPERIMENT:-spade-30b-games-no-corpus} \
     exec bash "$(dirname "$0")/../run_spade_games_30b.sh" "$@"

@@ -14,15 +14,17 @@
 # Usage: spade_paper_defaults games|tool_use 4b|8b|30b
 spade_paper_defaults() {
     local setting=$1 size=$2 row
-    # setting/size   steps designs n  batch regen hint_plays hint_tokens designer_tokens reward KL     thinking
-    #                active_skills audit+compact corpus_words temperature rollout_memory model
+    # setting/size     steps des n  batch regen hint hint_tok designer reward KL    think active audit words temp mem  model
+    # (steps; designs per regeneration; plays per env per step; global batch in samples; regeneration interval;
+    # hinted plays per env; hint tokens; designer max tokens; designer reward; KL; agent thinking; skills active
+    # per regeneration; tool-use audit + compact filter; corpus words; agent temperature; rollout memory; model)
     case "$setting/$size" in
-    games/4b) row="400 24 8 192 4 16 4096 16384 blend 0 false 3 false 6000 0.6 0.7 Qwen/Qwen3-4B-Instruct-2507" ;;
-    games/8b) row="400 24 8 192 4 16 4096 20480 blend 0.005 true 3 false 6000 0.6 0.7 Qwen/Qwen3-8B" ;;
-    games/30b) row="400 24 8 192 4 16 4096 16384 blend 0 false 3 false 6000 0.6 0.7 Qwen/Qwen3-30B-A3B-Instruct-2507" ;;
-    tool_use/4b) row="500 16 16 256 32 4 512 16384 regret 0.005 false null true 4000 0.7 0.7 Qwen/Qwen3-4B-Instruct-2507" ;;
-    tool_use/8b) row="400 24 8 192 8 16 2048 20480 blend 0.005 true null true 4000 0.6 0.7 Qwen/Qwen3-8B" ;;
-    tool_use/30b) row="400 24 8 192 8 16 2048 16384 blend 0.005 false null true 4000 0.6 0.85 Qwen/Qwen3-30B-A3B-Instruct-2507" ;;
+    games/4b)     row="400   24  8  192   4     16   4096     16384    blend  0     false 3      false 6000  0.6  0.7  Qwen/Qwen3-4B-Instruct-2507" ;;
+    games/8b)     row="400   24  8  192   4     16   4096     20480    blend  0.005 true  3      false 6000  0.6  0.7  Qwen/Qwen3-8B" ;;
+    games/30b)    row="400   24  8  192   4     16   4096     16384    blend  0     false 3      false 6000  0.6  0.7  Qwen/Qwen3-30B-A3B-Instruct-2507" ;;
+    tool_use/4b)  row="500   16  16 256   32    4    512      16384    regret 0.005 false null   true  4000  0.7  0.7  Qwen/Qwen3-4B-Instruct-2507" ;;
+    tool_use/8b)  row="400   24  8  192   8     16   2048     20480    blend  0.005 true  null   true  4000  0.6  0.7  Qwen/Qwen3-8B" ;;
+    tool_use/30b) row="400   24  8  192   8     16   2048     16384    blend  0.005 false null   true  4000  0.6  0.85 Qwen/Qwen3-30B-A3B-Instruct-2507" ;;
     *)
         echo "error: the paper has no run for SETTING=$setting at size $size (games | tool_use x 4b | 8b | 30b)" >&2
         return 1
