@@ -149,7 +149,7 @@ def test_a_failure_at_any_agent_call_site_gives_a_masked_tagged_sample(tmp_path,
     extra = out.extra_fields
     assert extra["spade_env_fault"] == kind and extra["spade_excluded"] is True
     assert set(out.response_mask) == {0}
-    assert pool.plays == [("e1", 0, 0.0, kind)]
+    assert pool.plays == [("e1", 0, 0.0, kind, 0)]
     assert score_sample(designer_reward_config(spade_config(tmp_path)), extra)[0] == 0.0
 
 
