@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -70,3 +71,13 @@ def stub_openai() -> Iterator[Callable[[Responder], StubOpenAI]]:
     yield start
     for server in servers:
         server.close()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_sandbox_workers_outlive_a_module() -> Iterator[None]:
+    """Agent loops driven in-process keep one sandbox pool per config for the process (as in a Ray worker); shut
+    them down after each module so later modules start without their pre-started workers."""
+    yield
+    loops = sys.modules.get("recipe.spade.agent_loops")
+    if loops is not None:
+        loops.shutdown_sandboxes()

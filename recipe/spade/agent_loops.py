@@ -16,6 +16,7 @@ its loop in ``agent_name`` and carries ``extra_info = {role, step, slot}``. The 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import functools
 import logging
 import time
@@ -50,6 +51,15 @@ def _sandbox(config: dict[str, Any]) -> WorkerPool:
     if key not in _SANDBOXES:
         _SANDBOXES[key] = WorkerPool(SandboxConfig.from_dict(config))
     return _SANDBOXES[key]
+
+
+def shutdown_sandboxes() -> None:
+    """Kill every sandbox worker this process started (at exit, and for tests that drive loops in-process)."""
+    while _SANDBOXES:
+        _SANDBOXES.popitem()[1].shutdown()
+
+
+atexit.register(shutdown_sandboxes)
 
 
 _POOL: list[Any] = []

@@ -184,7 +184,12 @@ class WorkerPool:
             if worker is None:
                 worker = Worker(self.config, self.level)
             with self._lock:
-                self._live.add(worker)
+                closed = self._closed
+                if not closed:
+                    self._live.add(worker)
+            if closed:  # shut down while it started: shutdown() has already killed what it could see
+                worker.kill()
+                self._check_open()
         except BaseException:
             self._slots.give()
             raise

@@ -240,3 +240,28 @@ def test_the_tool_use_audit_asks_the_policy_and_rejects_only_on_no(tmp_path, tok
     out = run_loop(loops.SpadeDesignerLoop, cfg, tokenizer, server, LocalPool(source, "tool_use"), monkeypatch,
                    "designer")  # fmt: skip
     assert out.extra_fields["spade_failure"] == code and out.extra_fields["spade_valid"] is (not code)
+
+
+def test_the_loops_sandbox_pools_leave_no_worker_behind_when_shut_down(tmp_path):
+    """A loop's sandbox pool lives as long as its process; ``shutdown_sandboxes`` (also run at exit) kills it all."""
+    from pathlib import Path as _Path
+
+    from spade_envs.sandbox import process
+
+    def workers() -> list[int]:  # this process's children running the worker script (bwrap wraps one in two)
+        script = str(_Path(process.__file__).resolve().with_name("worker.py"))
+        found = []
+        for children in _Path("/proc/self/task").glob("*/children"):
+            for pid in children.read_text().split():
+                try:
+                    if script in _Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):
+                        found.append(int(pid))
+                except OSError:
+                    continue
+        return found
+
+    loops.shutdown_sandboxes()
+    pool = loops._sandbox({"pool_size": 2, "preload_numpy": False})
+    assert pool.acquire(timeout=30) is not None and workers()
+    loops.shutdown_sandboxes()
+    assert not loops._SANDBOXES and not workers()
