@@ -37,15 +37,18 @@ def run_spade(tmp_path: Path, steps: int, *extra: str) -> str:
 
 
 def run_spade_until_checkpoint(tmp_path: Path, steps: int, checkpoint: int) -> None:
-    """Start a run of ``steps`` steps and SIGKILL its whole process group once step ``checkpoint`` is saved."""
+    """Run ``steps`` steps; SIGKILL the whole process group once step ``checkpoint`` is saved and logged."""
     command, env = _command(tmp_path, steps)
+    env["PYTHONUNBUFFERED"] = "1"  # the console lines of the steps before the kill must reach killed.log
     latest = tmp_path / "run" / "ckpt" / "latest_checkpointed_iteration.txt"
     with open(tmp_path / "killed.log", "w") as log:
         proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path, env=env,
                                 start_new_session=True)  # fmt: skip
         deadline = time.monotonic() + 900
         try:
-            while not (latest.exists() and latest.read_text().strip() == str(checkpoint)):
+            logged = re.compile(rf"step:{checkpoint} - ")
+            while not (latest.exists() and latest.read_text().strip() == str(checkpoint)
+                       and logged.search((tmp_path / "killed.log").read_text(errors="replace"))):  # fmt: skip
                 assert proc.poll() is None, (tmp_path / "killed.log").read_text()[-5000:]
                 assert time.monotonic() < deadline, "no checkpoint within 900 s"
                 time.sleep(0.2)
@@ -63,39 +66,39 @@ def metric(line: str, key: str) -> float:
     return float(re.search(rf"(?:^| ){re.escape(key)}:(?:np\.\w+\()?([-\d.e+]+)", line).group(1))
 
 
-def test_three_self_play_steps_log_per_role_metrics_and_update_the_actor(tmp_path):
-    log = run_spade(tmp_path, 3)
-    lines = step_lines(log)
-    assert {1, 2, 3} <= set(lines)
-    for step in (1, 3):  # regen_every=2: schedule steps 0 and 2 (trainer steps 1 and 3) hold designer rows
-        line = lines[step]
-        assert metric(line, "spade/designer/samples") == 4 and metric(line, "spade/agent/samples") == 4
-        assert metric(line, "spade/propose/validity_rate") == 0.5  # one sample of each row admitted
-        assert metric(line, "spade/propose/failure/syntax_error") == 2
-        assert metric(line, "spade/designer/reward_mean") == -0.5  # (0 + penalty -1) / 2 per row
-        # centred per skill, times the auto scale min(50, 4 agent / 4 designer * regen_every 2) = 2
-        assert metric(line, "spade/designer/advantage_scale") == 2.0
-        assert metric(line, "spade/designer/advantage_abs_mean") == 1.0
-        assert metric(line, "actor/grad_norm") > 0, "designer and agent samples entered the update"
-    assert metric(lines[2], "spade/designer/samples") == 0 and metric(lines[2], "spade/agent/samples") == 8
-    for step in (1, 2, 3):
-        assert metric(lines[step], "spade/solve/env_fault_rate") == 0.0
-        assert 0.0 < metric(lines[step], "spade/sandbox_time_share") <= 1.0
-    spade_dir = tmp_path / "run" / "spade"
-    rows = [json.loads(line) for line in (spade_dir / "spade_metrics.jsonl").read_text().splitlines()]
-    assert [int(r["spade/step"]) for r in rows] == [0, 1, 2]
-    assert [r.get("spade/designer/reward_mean") for r in rows] == [-0.5, None, -0.5]
-    assert (spade_dir / "report.md").exists()
-    for step in (1, 2, 3):
-        assert (tmp_path / "run" / "ckpt" / f"global_step_{step}" / "spade" / "memory.jsonl").exists()
-
-
 def _plays(memory_file: Path) -> int:
     return sum(json.loads(line)["plays"] for line in memory_file.read_text().splitlines()[1:])
 
 
-def test_kill_then_resume_continues_from_the_checkpoint_with_its_memory(tmp_path):
+def assert_regeneration_step(line: str) -> None:
+    """A regeneration step of the tiny launcher: 2 designer rows (one valid design, one broken each), 2 agent rows."""
+    assert metric(line, "spade/designer/samples") == 4 and metric(line, "spade/agent/samples") == 4
+    assert metric(line, "spade/propose/validity_rate") == 0.5  # one sample of each row admitted
+    assert metric(line, "spade/propose/failure/syntax_error") == 2
+    assert metric(line, "spade/designer/reward_mean") == -0.5  # (0 + penalty -1) / 2 per row
+    # centred per skill, times the auto scale min(50, 4 agent / 4 designer * regen_every 2) = 2
+    assert metric(line, "spade/designer/advantage_scale") == 2.0
+    assert metric(line, "spade/designer/advantage_abs_mean") == 1.0
+    assert metric(line, "actor/grad_norm") > 0, "designer and agent samples entered the update"
+    assert metric(line, "spade/solve/env_fault_rate") == 0.0
+    assert 0.0 < metric(line, "spade/sandbox_time_share") <= 1.0
+
+
+def test_three_steps_killed_after_the_second_and_resumed_log_per_role_metrics_and_keep_the_memory(tmp_path):
+    """Three self-play steps (regen_every=2: steps 1 and 3 hold designer rows), SIGKILLed once step 2 is saved.
+
+    The resumed run must run only step 3, continue the schedule and the memory from the checkpoint, and log the same
+    per-role metrics an uninterrupted run logs.
+    """
     run_spade_until_checkpoint(tmp_path, steps=3, checkpoint=2)
+    first = step_lines((tmp_path / "killed.log").read_text())
+    assert {1, 2} <= set(first)
+    assert_regeneration_step(first[1])
+    assert metric(first[2], "spade/designer/samples") == 0 and metric(first[2], "spade/agent/samples") == 8
+    assert metric(first[2], "spade/solve/env_fault_rate") == 0.0
+    assert 0.0 < metric(first[2], "spade/sandbox_time_share") <= 1.0
+    for step in (1, 2):
+        assert (tmp_path / "run" / "ckpt" / f"global_step_{step}" / "spade" / "memory.jsonl").exists()
     saved = tmp_path / "run" / "ckpt" / "global_step_2" / "spade"
     at_checkpoint = _plays(saved / "memory.jsonl")
     assert at_checkpoint > 0, "training plays re-score the memory"
@@ -104,11 +107,19 @@ def test_kill_then_resume_continues_from_the_checkpoint_with_its_memory(tmp_path
     lines = step_lines(log)
     assert set(lines) == {3}, "only the missing step runs"
     assert metric(lines[3], "spade/step") == 2  # the schedule continues where the checkpoint left it
-    assert metric(lines[3], "spade/designer/samples") == 4
+    assert_regeneration_step(lines[3])
+    assert (tmp_path / "run" / "ckpt" / "global_step_3" / "spade" / "memory.jsonl").exists()
     # The pool started from the checkpoint's memory, not from whatever the killed run left in the run dir: step 3
     # added exactly its 4 training plays (2 agent rows x rollout.n 2, no faults) and the 2 measurement plays of each
     # of its 2 admitted designs (built-ins, so they merge into the stored records).
     assert _plays(tmp_path / "run" / "spade" / "memory.jsonl") == at_checkpoint + 4 + 2 * 2
+    spade_dir = tmp_path / "run" / "spade"
+    rows = {
+        int(r["spade/step"]): r for r in map(json.loads, (spade_dir / "spade_metrics.jsonl").read_text().splitlines())
+    }
+    assert sorted(rows) == [0, 1, 2]
+    assert [rows[step].get("spade/designer/reward_mean") for step in (0, 1, 2)] == [-0.5, None, -0.5]
+    assert (spade_dir / "report.md").exists()
 
 
 def test_tool_use_self_play_with_a_frozen_designer_runs_through_the_trainer(tmp_path):
