@@ -21,6 +21,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from tensordict import TensorDict
 from test_group_baselines_on_cpu import MemoryTQ
+from test_spade_on_cpu import metric, step_lines
 from transfer_queue import KVBatchMeta
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, DictConfigWrap
 from verl.trainer.ppo.v1 import trainer_base
@@ -345,17 +346,22 @@ def test_two_thinking_steps_run_through_verls_trainer_on_cpu(tmp_path):
            "STEPS": "2", "ENABLE_THINKING": "true"}  # fmt: skip
     command = ["bash", str(SCRIPT), f"spade_cpu.tiny_model_dir={tmp_path / 'model'}",
                "spade_cpu.tiny_thinking_template=true", "actor_rollout_ref.rollout.name=hf_scripted",
-               "spade.agent.thinking=true", "spade.max_turns=4", "spade.validation.max_turns=25",
+               "spade.agent.thinking=true", "spade.max_turns=2", "spade.validation.max_turns=25",
                "spade.dump_batches=true"]  # fmt: skip
     run = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=tmp_path, env=env)
     log = run.stdout + run.stderr
     assert run.returncode == 0, log[-5000:]
     assert "agent_samples=per_turn" in log
+    lines = step_lines(log)
     rows = [json.loads(line) for line in (tmp_path / "run" / "spade" / "batches.jsonl").read_text().splitlines()]
     for step in (1, 2):
         agent = [r for r in rows if r["global_step"] == step and r["role"] == "agent" and not r["padding"]]
         episodes = {r["uid"] + r["key"].rsplit("_", 2)[1] for r in agent}
         assert len(episodes) == (4 if step == 1 else 8)  # a play step fills the designer rows with agent rows
+        assert metric(lines[step], "spade/agent/samples") == len(episodes)  # metrics count episodes
+        assert metric(lines[step], "spade/agent/turn_samples") == len(agent)
+        step_rows = [r for r in rows if r["global_step"] == step]  # two mini-batches (train_batch_size 4 / 2)
+        assert metric(lines[step], "spade/update/rows_per_mini_batch") == len(step_rows) / 2
         assert len(agent) == sum(r["turns"] for r in agent if r["turn"] == r["turns"] - 1)
         assert any(r["turns"] > 1 for r in agent), "the tiny agent plays several turns"
         for episode in episodes:  # every turn row of an episode: its score and its advantage
