@@ -77,6 +77,12 @@ def check_thinking_config(config: Any) -> None:
             "spade.agent.thinking=true trains a thinking agent turn by turn, but data.apply_chat_template_kwargs."
             f"enable_thinking is {kwargs.get('enable_thinking')!r}: set it to true (the chat template's switch)"
         )
+    if config.algorithm.adv_estimator != "grpo":
+        raise ValueError(
+            f"spade.agent.thinking=true needs algorithm.adv_estimator=grpo, got {config.algorithm.adv_estimator!r}: "
+            "only verl's grpo scores an episode by its last turn sample (compute_advantage_for_multi_trajectories); "
+            "any other estimator would treat every turn as an episode of its own"
+        )
     mini_batches(config)
     if config.actor_rollout_ref.actor.loss_agg_mode not in (*SEQ_MEAN_MODES, "token-mean", "token-sum"):
         raise ValueError(

@@ -40,6 +40,18 @@ async def render_history(loop: Any, messages: list[dict[str, Any]], tools: Any =
     return list(await asyncio.get_running_loop().run_in_executor(None, build))
 
 
+def _without_special_tokens(tokenizer: Any, message: dict[str, Any]) -> dict[str, Any]:
+    """The assistant message as history: verl's tool parser leaves special tokens (the EOS) in ``content``.
+
+    One growing sequence never re-renders an assistant message, but here the template renders it again next turn,
+    where a literal ``<|im_end|>`` in the content would close the message early.
+    """
+    content = message.get("content") or ""
+    for token in tokenizer.all_special_tokens:
+        content = content.replace(token, "")
+    return {**message, "content": content}
+
+
 async def play_turns(
     loop: Any,
     pool: WorkerPool,
@@ -86,7 +98,7 @@ async def play_turns(
             text = loop.tokenizer.decode(out.token_ids, skip_special_tokens=True)
             assistant, result = await _act(env, text, out.token_ids, tools, tool_parser, sandbox)
             obs, reward, terminated, truncated, _ = result
-            messages.append(assistant)
+            messages.append(_without_special_tokens(loop.tokenizer, assistant))
             if terminated or truncated:
                 break
             messages.append({"role": "tool" if assistant.get("tool_calls") else "user", "content": obs})

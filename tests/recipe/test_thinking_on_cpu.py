@@ -24,6 +24,7 @@ from test_group_baselines_on_cpu import MemoryTQ
 from test_spade_on_cpu import metric, step_lines
 from transfer_queue import KVBatchMeta
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, DictConfigWrap
+from verl.experimental.agent_loop.tool_parser import ToolParser
 from verl.trainer.ppo.v1 import trainer_base
 from verl.utils import tensordict_utils as tu
 from verl.utils.config import omega_conf_to_dataclass
@@ -40,6 +41,7 @@ from recipe.spade.turn_batches import check_thinking_config
 from recipe.spade.turns import play_turns
 from spade_envs.builtin import builtin_source
 from spade_envs.builtin.games.sequence_oracle import SequenceOracleEnv
+from spade_envs.builtin.tool_use.trip_booking import TripBookingEnv
 from spade_envs.contract import extract_command
 from spade_envs.prompts import agent_messages
 from spade_envs.sandbox import SandboxConfig, WorkerPool
@@ -85,7 +87,7 @@ def play(tokenizer, sandbox, source, replies, prompt_length=4096, **kwargs):
     """One per-turn episode on a real AgentLoopBase whose chat template kwargs turn thinking on (as verl's do)."""
     asyncio.set_event_loop(asyncio.new_event_loop())  # AgentLoopBase captures the current loop
     server = ScriptedServer(tokenizer, replies)
-    config = {"actor_rollout_ref": {"rollout": {"response_length": 64, "prompt_length": prompt_length}}}
+    config = {"actor_rollout_ref": {"rollout": {"response_length": 512, "prompt_length": prompt_length}}}
     data = OmegaConf.create({"apply_chat_template_kwargs": {"enable_thinking": True}})
     loop = Loop(DictConfigWrap(OmegaConf.create(config)), server, tokenizer, None, RLHFDataset, DictConfigWrap(data),
                 hf_model_type="qwen3")  # fmt: skip
@@ -150,6 +152,22 @@ def test_an_env_fault_mid_episode_masks_every_turn_sample(tokenizer, sandbox):
     outputs = turn_outputs(episode, extra, n=64, pad_id=0, logprobs=True)
     assert [set(o.response_mask) for o in outputs] == [{0}, {0}]
     assert all(o.extra_fields["spade_excluded"] for o in outputs)
+
+
+def test_a_tool_use_episode_renders_tool_calls_and_results_into_each_turns_history(tokenizer, sandbox):
+    env = TripBookingEnv()  # trusted built-in, only to read the reference answers for seed 4
+    env.reset(seed=4)
+    replies = [f"<think>step {k}</think>{reply}" for k, reply in enumerate(env.solution())]
+    parser = ToolParser.get_tool_parser("hermes", tokenizer)
+    episode, calls = play(tokenizer, sandbox, builtin_source("TripBookingEnv"), replies, tool_parser=parser,
+                          max_turns=10, turn_tokens=512, prompt_length=32768)  # fmt: skip
+    assert episode.fault is None and episode.outcome == 1.0 and len(episode.samples) == len(replies)
+    last = tokenizer.decode(episode.samples[-1].prompt_ids)
+    # verl's parser leaves the EOS in the content it returns; the history must not carry it as text
+    assert last.count("<|im_end|>") == last.count("<|im_start|>") - 1  # each message closed once (not the last)
+    assert last.count("<|im_start|>user\n<tool_response>") == len(replies) - 1  # every turn's tool results
+    assert "HD-" in last  # hold_seat really ran in the sandboxed env
+    assert "step 0" in last, "reasoning inside one chain of tool calls stays (no user message since), as in Qwen3"
 
 
 def test_a_history_that_outgrows_the_prompt_length_ends_the_episode_truncated(tokenizer, sandbox):
@@ -329,6 +347,8 @@ def test_thinking_needs_the_templates_thinking_switch_and_says_so_in_the_budget_
     check_thinking_config(cfg)
     assert budget_of(cfg).line().endswith(" agent_samples=per_turn")
     assert "agent_samples=" not in budget_of(compose_cfg("spade.agent.thinking=false")).line()
+    with pytest.raises(ValueError, match="needs algorithm.adv_estimator=grpo, got 'rloo'"):
+        check_thinking_config(compose_cfg("algorithm.adv_estimator=rloo"))
     with pytest.raises(ValueError, match="enable_thinking is False: set it to true"):
         check_thinking_config(compose_cfg("data.apply_chat_template_kwargs.enable_thinking=false"))
     with pytest.raises(
