@@ -131,14 +131,15 @@ class SpadeTrainer(PPOTrainerSync):
             advantages = role_advantages(advantages, padded["response_mask"], scores, roles, skills, scale)
             metrics["spade/designer/advantage_scale"] = scale
             metrics["spade/designer/advantage_abs_mean"] = float(advantages[rows].abs().amax(dim=-1).mean())
-        if self.config.spade.get("dump_batches"):
-            _dump_batch(Path(self.config.spade.run_dir), self.global_steps, batch, extra, real, excluded, padded,
-                        advantages)  # fmt: skip
         fields = {"advantages": response_to_nested(advantages, data["response_mask"])}
+        weights = None
         if self._thinking():
             weights = self._turn_weights(batch, extra, real, "rollout_is_weights" in written, padded["response_mask"])
             if weights is not None:
                 fields["rollout_is_weights"] = response_to_nested(weights, data["response_mask"])
+        if self.config.spade.get("dump_batches"):
+            _dump_batch(Path(self.config.spade.run_dir), self.global_steps, batch, extra, real, excluded, padded,
+                        advantages, weights)  # fmt: skip
         return tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id,
                                fields=TensorDict(fields, batch_size=len(batch)))  # fmt: skip
 
@@ -244,7 +245,7 @@ def _fill_excluded(keys: list[str], partition_id: str, fields: set[str]) -> None
 
 
 def _dump_batch(run_dir: Path, step: int, batch: KVBatchMeta, extra: list, real: list, excluded: list,
-                padded: Any, advantages: torch.Tensor) -> None:  # fmt: skip
+                padded: Any, advantages: torch.Tensor, weights: torch.Tensor | None = None) -> None:  # fmt: skip
     """One JSON line per trained row (``spade.dump_batches``): what the update saw, for audits and tests."""
     mask = padded["response_mask"].bool()
     scores = padded["rm_scores"].sum(dim=-1).tolist()
@@ -258,7 +259,8 @@ def _dump_batch(run_dir: Path, step: int, batch: KVBatchMeta, extra: list, real:
                    "turn": e.get("spade_turn"), "turns": e.get("spade_turns"),
                    "failure": e.get("spade_failure"), "score": scores[i], "trained_tokens": int(mask[i].sum()),
                    "advantage": float(values[0]) if len(values) else 0.0,
-                   "advantage_abs_max": float(advantages[i].abs().max())}  # fmt: skip
+                   "advantage_abs_max": float(advantages[i].abs().max()),
+                   "loss_weight": float(weights[i].max()) if weights is not None else 1.0}  # fmt: skip
             f.write(json.dumps(row) + "\n")
 
 

@@ -367,7 +367,7 @@ def test_two_thinking_steps_run_through_verls_trainer_on_cpu(tmp_path):
     command = ["bash", str(SCRIPT), f"spade_cpu.tiny_model_dir={tmp_path / 'model'}",
                "spade_cpu.tiny_thinking_template=true", "actor_rollout_ref.rollout.name=hf_scripted",
                "spade.agent.thinking=true", "spade.max_turns=2", "spade.validation.max_turns=25",
-               "spade.dump_batches=true"]  # fmt: skip
+               "spade.dump_batches=true", "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean"]  # fmt: skip
     run = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=tmp_path, env=env)
     log = run.stdout + run.stderr
     assert run.returncode == 0, log[-5000:]
@@ -382,6 +382,8 @@ def test_two_thinking_steps_run_through_verls_trainer_on_cpu(tmp_path):
         assert metric(lines[step], "spade/agent/turn_samples") == len(agent)
         step_rows = [r for r in rows if r["global_step"] == step]  # two mini-batches (train_batch_size 4 / 2)
         assert metric(lines[step], "spade/update/rows_per_mini_batch") == len(step_rows) / 2
+        for r in step_rows:  # seq-mean: a turn row weighs rows per mini-batch / (2 x n 2 episodes x its turns)
+            assert r["loss_weight"] == pytest.approx(len(step_rows) / 2 / (4 * (r["turns"] or 1)), rel=1e-5)
         assert len(agent) == sum(r["turns"] for r in agent if r["turn"] == r["turns"] - 1)
         assert any(r["turns"] > 1 for r in agent), "the tiny agent plays several turns"
         for episode in episodes:  # every turn row of an episode: its score and its advantage
