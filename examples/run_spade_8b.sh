@@ -43,11 +43,13 @@ SANDBOX_SLOTS=${SANDBOX_SLOTS:-256}
 ROWS_PER_STEP=$(spade_rows_per_step "$AGENT_ROWS" "$ENVS_PER_REGEN" "$N")
 AGENT_WORKERS=$(spade_agent_workers "$ROWS_PER_STEP" $((ENVS_PER_REGEN / N)) "$N" "$PLAYS_PER_ARM" "$SANDBOX_SLOTS" \
     "${AGENT_WORKERS:-}")
-# Agent thinking (the paper's: PAPER_THINKING, true at 8B): the recipe's per-turn thinking mode and the chat template's
-# enable_thinking together. Then the response length bounds one turn (up to TURN_TOKENS) and MAX_PROMPT the history
-# the template re-renders for each turn (earlier think blocks dropped); the step's rows are turn samples.
+# Agent thinking (the paper's: PAPER_THINKING, true at 8B): the recipe's per-turn thinking mode, the agent's turns
+# rendered with enable_thinking=true. Then the response length bounds one turn (up to TURN_TOKENS) and MAX_PROMPT the
+# history the template re-renders for each turn (earlier think blocks dropped); the step's rows are turn samples.
+# Everything else (designer, hint writer, audit) is templated with ENABLE_THINKING: Qwen3-8B thinks unless told not to.
 THINKING=${THINKING:-$PAPER_THINKING}
-THINKING_OVERRIDES=$(spade_thinking_overrides "$THINKING")
+THINKING_OVERRIDE=$(spade_thinking_override "$THINKING")
+ENABLE_THINKING=${ENABLE_THINKING:-false}
 # Checkpoints: every SAVE_FREQ steps (the paper's 16), the last KEEP_CKPTS kept; each holds HF weights for spade-eval
 SAVE_FREQ=${SAVE_FREQ:-16}
 KEEP_CKPTS=${KEEP_CKPTS:-2}
@@ -66,7 +68,7 @@ OVERRIDES=(
     spade.learning_potential.fast_ema=0.98
     data.train_batch_size="$ROWS_PER_STEP"
     data.max_prompt_length="$MAX_PROMPT" data.max_response_length="$MAX_RESPONSE" data.filter_overlong_prompts=false
-    $THINKING_OVERRIDES
+    "$THINKING_OVERRIDE" ++data.apply_chat_template_kwargs.enable_thinking="$ENABLE_THINKING"
     actor_rollout_ref.model.path="$MODEL_PATH" actor_rollout_ref.model.enable_gradient_checkpointing=true
     algorithm.adv_estimator=grpo algorithm.norm_adv_by_std_in_grpo=false algorithm.use_kl_in_reward=false
     $(spade_kl_overrides "$KL")

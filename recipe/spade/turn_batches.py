@@ -71,12 +71,6 @@ def check_thinking_config(config: Any) -> None:
     """Refuse thinking-mode settings that cannot work, before Ray starts (``ValueError`` naming the keys)."""
     if not config.spade.agent.get("thinking"):
         return
-    kwargs = config.data.get("apply_chat_template_kwargs") or {}
-    if kwargs.get("enable_thinking") is not True:
-        raise ValueError(
-            "spade.agent.thinking=true trains a thinking agent turn by turn, but data.apply_chat_template_kwargs."
-            f"enable_thinking is {kwargs.get('enable_thinking')!r}: set it to true (the chat template's switch)"
-        )
     if config.algorithm.adv_estimator != "grpo":
         raise ValueError(
             f"spade.agent.thinking=true needs algorithm.adv_estimator=grpo, got {config.algorithm.adv_estimator!r}: "

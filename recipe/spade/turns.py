@@ -4,7 +4,8 @@ A thinking model's chat template (Qwen3's) drops the ``<think>`` blocks of earli
 the model never sees its old reasoning. Appending every generated token to one growing sequence (``play.py``) would
 train it on a context it is never served with, and long reasoning would overflow ``rollout.response_length`` within
 a few turns. Here every turn's prompt is the template's own rendering of the conversation so far (earlier reasoning
-stripped by the template, ``data.apply_chat_template_kwargs`` applied as verl applies them), and every assistant
+stripped by the template), with ``enable_thinking=True`` on top of ``data.apply_chat_template_kwargs`` (which keeps
+governing the designer, hint and audit prompts: they do not think, as in the paper's 8B runs), and every assistant
 turn becomes its own sample: prompt = that rendering, response = the turn's generated tokens with their rollout
 log-probs. ``rollout.response_length`` then bounds one turn, and ``rollout.prompt_length`` the rendered history: an
 episode whose history no longer fits ends there, as a length truncation (outcome 0 unless the env had ended it).
@@ -15,6 +16,7 @@ Env handling is ``play.py``'s (one rule for failures, one request id per episode
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 import time
 import uuid
@@ -26,17 +28,23 @@ from spade_envs.episode import observation_hash
 from spade_envs.prompts import agent_messages
 from spade_envs.sandbox import AsyncSandboxEnv, WorkerPool
 
-__all__ = ["play_turns", "render_history"]
+__all__ = ["play_turns", "render_history", "thinking_builder"]
 
 
-async def render_history(loop: Any, messages: list[dict[str, Any]], tools: Any = None) -> list[int]:
+def thinking_builder(loop: Any) -> Any:
+    """The loop's Continuous Token builder (verl's, chosen for the model family) with the template told to think."""
+    builder = copy.copy(loop.continuous_token_builder)
+    builder.chat_template_kwargs = {**builder.chat_template_kwargs, "enable_thinking": True}
+    return builder
+
+
+async def render_history(builder: Any, messages: list[dict[str, Any]], tools: Any = None) -> list[int]:
     """The chat template's rendering of ``messages`` plus the generation prompt, uncapped.
 
-    verl's Continuous Token builder renders with ``data.apply_chat_template_kwargs`` (``enable_thinking``); unlike
-    ``ct_build_initial_tokens`` this does not left-truncate to ``rollout.prompt_length``, so the caller can end the
-    episode instead of cutting the task off the start of the prompt.
+    Unlike verl's ``ct_build_initial_tokens`` this does not left-truncate to ``rollout.prompt_length``, so the caller
+    can end the episode instead of cutting the task off the start of the prompt.
     """
-    build = functools.partial(loop.continuous_token_builder.build_initial_tokens, messages, tools=tools)
+    build = functools.partial(builder.build_initial_tokens, messages, tools=tools)
     return list(await asyncio.get_running_loop().run_in_executor(None, build))
 
 
@@ -80,6 +88,7 @@ async def play_turns(
     first_obs = ""
     versions: list[dict[str, Any]] = []
     request_id = uuid.uuid4().hex
+    builder = thinking_builder(loop)
     try:
         env = await sandbox.call(AsyncSandboxEnv.create(source, pool))
         obs, _ = await sandbox.call(env.reset(seed))
@@ -87,7 +96,7 @@ async def play_turns(
         tools = await sandbox.call(env.tools()) if env.setting == "tool_use" else None
         messages = agent_messages(env.setting, obs, hint)
         for _ in range(min(max_turns, env.max_turns)):
-            prompt = await render_history(loop, messages, tools)
+            prompt = await render_history(builder, messages, tools)
             if len(prompt) > prompt_cap:
                 overflow = True  # the history no longer fits: the episode ends here, truncated
                 break

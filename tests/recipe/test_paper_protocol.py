@@ -30,7 +30,7 @@ class Run:
     designer_tokens: int
     reward: str  # designer reward variant (the paper's regret_based is the recipe's "regret")
     kl: float  # low-variance KL loss coefficient; 0: no KL loss
-    thinking: bool  # the paper's agent thinks (8B): per-turn samples (spade.agent.thinking) and enable_thinking
+    thinking: bool  # the paper's agent thinks (8B): spade.agent.thinking, per-turn samples; the designer does not
     active_skills: int | None  # skills active per regeneration; None: all of them
     audit_and_compact: bool  # tool-use validator audit and compact filter
     corpus_words: int
@@ -128,10 +128,11 @@ def as_table(cfg) -> dict:
     kl = 0.0 if actor.use_kl_loss is False else actor.kl_loss_coef
     if actor.use_kl_loss and actor.kl_loss_type != "low_var_kl":
         kl = f"{actor.kl_loss_coef} ({actor.kl_loss_type})"
-    # the thinking agent is the recipe's per-turn mode with the template's thinking switch: both, or it is not
+    # the thinking agent is the recipe's per-turn mode; the template's global switch stays off (the designer, hint
+    # writer and audit do not think, in the paper neither)
     thinking, template = spade.agent.thinking, cfg.data.apply_chat_template_kwargs.get("enable_thinking")
-    if template is not thinking:
-        thinking = f"spade.agent.thinking {thinking}, enable_thinking {template}"
+    if template is not False:
+        thinking = f"spade.agent.thinking {thinking}, but enable_thinking {template} for every prompt"
     # the designer's tokens must fit in the response (agent_loops caps them at rollout.response_length)
     designer = spade.designer.max_tokens
     if designer > rollout.response_length:
@@ -229,7 +230,7 @@ def test_the_older_commands_are_the_games_runs(alias, script):
 
 
 def test_the_8b_thinking_agent_needs_per_turn_samples_and_the_templates_switch_together():
-    """Issue 15: a thinking template on one growing sequence (or per-turn samples without thinking) is not the run."""
+    """Issue 15: without per-turn samples, or with every prompt thinking (the designer too), it is not the run."""
     config_name, overrides = dry_run("run_spade_games_8b.sh", **SHARED)
     for pin in ("spade.agent.thinking=", "++data.apply_chat_template_kwargs.enable_thinking="):
         kept = [o for o in overrides if not o.startswith(pin)]

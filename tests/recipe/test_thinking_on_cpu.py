@@ -84,11 +84,11 @@ class Loop(AgentLoopBase):
 
 
 def play(tokenizer, sandbox, source, replies, prompt_length=4096, **kwargs):
-    """One per-turn episode on a real AgentLoopBase whose chat template kwargs turn thinking on (as verl's do)."""
+    """One per-turn episode on a real AgentLoopBase whose chat template kwargs say *not* to think, as the launchers'."""
     asyncio.set_event_loop(asyncio.new_event_loop())  # AgentLoopBase captures the current loop
     server = ScriptedServer(tokenizer, replies)
     config = {"actor_rollout_ref": {"rollout": {"response_length": 512, "prompt_length": prompt_length}}}
-    data = OmegaConf.create({"apply_chat_template_kwargs": {"enable_thinking": True}})
+    data = OmegaConf.create({"apply_chat_template_kwargs": {"enable_thinking": False}})
     loop = Loop(DictConfigWrap(OmegaConf.create(config)), server, tokenizer, None, RLHFDataset, DictConfigWrap(data),
                 hf_model_type="qwen3")  # fmt: skip
     try:
@@ -118,6 +118,7 @@ def test_each_turn_is_prompted_with_the_templates_rendering_of_the_turns_before_
         assert sample.response_ids == ids and sample.response_logprobs == logps  # the turn, as generated
         assert max_tokens == 40  # min(turn_tokens, response_length): each turn has its own budget
         history = tokenizer.decode(prompt)
+        assert history.endswith("<|im_start|>assistant\n"), "the agent's turn is rendered thinking (no empty block)"
         assert not any(f"plan {w}" in history for w in ("zero", "one", "two")), "earlier reasoning was stripped"
         assert history.count("\\boxed{reveal}") == k  # but every earlier answer is there
         messages.append({"role": "assistant", "content": REPLIES[k]})
@@ -184,7 +185,7 @@ def test_a_history_that_outgrows_the_prompt_length_ends_the_episode_truncated(to
 def compose_cfg(*overrides: str):
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         return compose(config_name="spade_trainer", overrides=["spade.corpus=x", "spade.agent.thinking=true",
-                       "+data.apply_chat_template_kwargs.enable_thinking=true", "data.train_batch_size=4",
+                       "data.train_batch_size=4",
                        "actor_rollout_ref.actor.ppo_mini_batch_size=2",
                        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1", *overrides])  # fmt: skip
 
@@ -342,15 +343,13 @@ def test_role_metrics_count_episodes_not_turn_samples():
     assert metrics["spade/agent/turn_samples"] == 6 and metrics["spade/agent/turns_mean"] == 3.0
 
 
-def test_thinking_needs_the_templates_thinking_switch_and_says_so_in_the_budget_line():
+def test_thinking_is_checked_at_start_and_said_in_the_budget_line():
     cfg = compose_cfg()
     check_thinking_config(cfg)
     assert budget_of(cfg).line().endswith(" agent_samples=per_turn")
     assert "agent_samples=" not in budget_of(compose_cfg("spade.agent.thinking=false")).line()
     with pytest.raises(ValueError, match="needs algorithm.adv_estimator=grpo, got 'rloo'"):
         check_thinking_config(compose_cfg("algorithm.adv_estimator=rloo"))
-    with pytest.raises(ValueError, match="enable_thinking is False: set it to true"):
-        check_thinking_config(compose_cfg("data.apply_chat_template_kwargs.enable_thinking=false"))
     with pytest.raises(
         ValueError, match=r"data.train_batch_size \(4\) to be a multiple of .*ppo_mini_batch_size \(3\)"
     ):
@@ -363,7 +362,7 @@ def test_thinking_needs_the_templates_thinking_switch_and_says_so_in_the_budget_
 def test_two_thinking_steps_run_through_verls_trainer_on_cpu(tmp_path):
     """Two SPADE steps (a regeneration step, then a play step) in thinking mode, the tiny model thinking-templated."""
     env = {**os.environ, "PYTHON": sys.executable, "RUN_DIR": str(tmp_path / "run"),
-           "STEPS": "2", "ENABLE_THINKING": "true"}  # fmt: skip
+           "STEPS": "2"}  # fmt: skip
     command = ["bash", str(SCRIPT), f"spade_cpu.tiny_model_dir={tmp_path / 'model'}",
                "spade_cpu.tiny_thinking_template=true", "actor_rollout_ref.rollout.name=hf_scripted",
                "spade.agent.thinking=true", "spade.max_turns=2", "spade.validation.max_turns=25",
