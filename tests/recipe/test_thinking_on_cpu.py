@@ -372,6 +372,8 @@ def test_two_thinking_steps_run_through_verls_trainer_on_cpu(tmp_path):
     assert run.returncode == 0, log[-5000:]
     assert "agent_samples=per_turn" in log
     lines = step_lines(log)
+    # the scripted designer's valid env was measured by per-turn plays of both arms without an env fault
+    assert metric(lines[1], "spade/designer/samples") == 4 and metric(lines[1], "spade/propose/validity_rate") == 0.5
     rows = [json.loads(line) for line in (tmp_path / "run" / "spade" / "batches.jsonl").read_text().splitlines()]
     for step in (1, 2):
         agent = [r for r in rows if r["global_step"] == step and r["role"] == "agent" and not r["padding"]]
