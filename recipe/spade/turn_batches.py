@@ -78,7 +78,12 @@ def check_thinking_config(config: Any) -> None:
             "any other estimator would treat every turn as an episode of its own"
         )
     mini_batches(config)
-    if config.actor_rollout_ref.actor.loss_agg_mode not in (*SEQ_MEAN_MODES, "token-mean", "token-sum"):
+    actor = config.actor_rollout_ref.actor
+    if actor.loss_agg_mode not in (*SEQ_MEAN_MODES, "token-mean", "token-sum"):
+        raise ValueError(f"unknown actor_rollout_ref.actor.loss_agg_mode {actor.loss_agg_mode!r}")
+    loss_mode = (actor.get("policy_loss") or {}).get("loss_mode", "vanilla")
+    if actor.loss_agg_mode in SEQ_MEAN_MODES and loss_mode == "bypass_mode":
         raise ValueError(
-            f"unknown actor_rollout_ref.actor.loss_agg_mode {config.actor_rollout_ref.actor.loss_agg_mode!r}"
+            "spade.agent.thinking=true with a seq-mean loss weighs turn samples through rollout_is_weights, which "
+            "actor_rollout_ref.actor.policy_loss.loss_mode=bypass_mode ignores: use another loss mode or token-mean"
         )

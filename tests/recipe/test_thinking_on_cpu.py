@@ -348,6 +348,9 @@ def test_thinking_is_checked_at_start_and_said_in_the_budget_line():
     check_thinking_config(cfg)
     assert budget_of(cfg).line().endswith(" agent_samples=per_turn")
     assert "agent_samples=" not in budget_of(compose_cfg("spade.agent.thinking=false")).line()
+    with pytest.raises(ValueError, match="loss_mode=bypass_mode ignores"):
+        check_thinking_config(compose_cfg("actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean",
+                                          "actor_rollout_ref.actor.policy_loss.loss_mode=bypass_mode"))  # fmt: skip
     with pytest.raises(ValueError, match="needs algorithm.adv_estimator=grpo, got 'rloo'"):
         check_thinking_config(compose_cfg("algorithm.adv_estimator=rloo"))
     with pytest.raises(
