@@ -20,6 +20,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from tensordict import TensorDict
+from test_failure_rule_on_cpu import GAME, Boom, LocalPool, Server, failing, spade_config
 from test_group_baselines_on_cpu import MemoryTQ
 from test_spade_on_cpu import metric, step_lines
 from transfer_queue import KVBatchMeta
@@ -32,6 +33,7 @@ from verl.utils.dataset.rl_dataset import RLHFDataset
 from verl.workers.rollout.replica import TokenOutput
 from verl.workers.utils.losses import ppo_loss
 
+import recipe.spade.agent_loops as loops
 import recipe.spade.trainer as spade_trainer
 from recipe.spade.agent_loops import turn_outputs
 from recipe.spade.budget import budget_of
@@ -44,7 +46,7 @@ from spade_envs.builtin.games.sequence_oracle import SequenceOracleEnv
 from spade_envs.builtin.tool_use.trip_booking import TripBookingEnv
 from spade_envs.contract import extract_command
 from spade_envs.prompts import agent_messages
-from spade_envs.sandbox import SandboxConfig, WorkerPool
+from spade_envs.sandbox import AsyncSandboxEnv, SandboxConfig, WorkerPool
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "recipe" / "spade" / "config"
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "run_spade_tiny_cpu.sh"
@@ -177,6 +179,82 @@ def test_a_history_that_outgrows_the_prompt_length_ends_the_episode_truncated(to
                           max_turns=3, turn_tokens=40)  # fmt: skip
     assert len(calls) == 1 and len(episode.samples) == 1, "turn 2's history did not fit: no second turn"
     assert episode.truncated_by_length and episode.fault is None and episode.outcome == 0.0
+
+
+# -- the real agent loops in thinking mode (test_failure_rule_on_cpu's stand-ins: scripted server, local env pool) --
+
+
+class RecordingServer(Server):
+    """test_failure_rule's scripted server, recording every prompt it is sent."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.prompts: list[str] = []
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **kw):
+        self.prompts.append(self.tokenizer.decode(prompt_ids))
+        return await super().generate(request_id, prompt_ids=prompt_ids, sampling_params=sampling_params, **kw)
+
+
+def run_thinking_loop(cls, cfg, tokenizer, server, pool, monkeypatch, role):
+    monkeypatch.setattr(loops, "_env_pool", lambda spade: pool)
+    asyncio.set_event_loop(asyncio.new_event_loop())
+    loop = cls(DictConfigWrap(cfg), server, tokenizer, None, RLHFDataset, DictConfigWrap(cfg.data),
+               hf_model_type="qwen3")  # fmt: skip
+    try:
+        params = {"temperature": 1.0, "top_p": 1.0, "logprobs": True}
+        return loop.loop.run_until_complete(loop.run(params, extra_info={"role": role, "step": 0, "slot": 0}))
+    finally:
+        loop.loop.close()
+        asyncio.set_event_loop(None)
+
+
+def thinking_spade_config(tmp_path, *extra):
+    return spade_config(tmp_path, "games", "spade.agent.thinking=true",
+                        "+data.apply_chat_template_kwargs.enable_thinking=false", *extra)  # fmt: skip
+
+
+@pytest.mark.parametrize("fault", [False, True])
+def test_the_env_agent_loop_returns_one_sample_per_turn_and_records_one_play(tmp_path, tokenizer, monkeypatch, fault):
+    if fault:
+        monkeypatch.setattr(AsyncSandboxEnv, "step", failing(Boom("injected")))
+    pool = LocalPool(GAME, "games")
+    server = RecordingServer(tokenizer, "", ["<think>hm</think>\\boxed{reveal}"])
+    outs = run_thinking_loop(loops.SpadeEnvAgentLoop, thinking_spade_config(tmp_path), tokenizer, server, pool,
+                             monkeypatch, "agent")  # fmt: skip
+    turns = 1 if fault else 3  # spade.max_turns=3; the fault ends the episode at its first step
+    assert isinstance(outs, list) and len(outs) == turns == len(server.prompts)
+    for k, out in enumerate(outs):
+        out.as_dict()  # what verl's worker does with each output next
+        assert out.extra_fields["spade_turn"] == k and out.extra_fields["spade_turns"] == turns
+        assert out.extra_fields["spade_excluded"] is fault and set(out.response_mask) == {0 if fault else 1}
+        assert out.response_logprobs == [-0.5] * len(out.response_ids)
+    assert pool.plays == [("e1", 0, 0.0, "env_crashed" if fault else None, 0)], "one play per episode, not per turn"
+    assert all(p.endswith("<|im_start|>assistant\n") for p in server.prompts), "the agent's turns think"
+
+
+def test_a_compact_filtered_episode_masks_all_its_turn_samples(tmp_path, tokenizer, monkeypatch):
+    env = TripBookingEnv()
+    env.reset(seed=5)
+    calls_only = [step for step in env.solution() if "<answer>" not in step]  # never answers: turns run out
+    cfg = spade_config(tmp_path, "tool_use", "spade.agent.thinking=true", "spade.agent.compact_filter=true",
+                       "spade.max_turns=2")  # fmt: skip
+    outs = run_thinking_loop(loops.SpadeEnvAgentLoop, cfg, tokenizer, Server(tokenizer, "", calls_only),
+                             LocalPool(builtin_source("TripBookingEnv"), "tool_use"), monkeypatch, "agent")  # fmt: skip
+    assert len(outs) == 2 and all(o.extra_fields["spade_compact_filtered"] for o in outs)
+    assert all(o.extra_fields["spade_excluded"] and set(o.response_mask) == {0} for o in outs)
+
+
+def test_the_designer_does_not_think_but_its_measurement_plays_do(tmp_path, tokenizer, monkeypatch):
+    server = RecordingServer(tokenizer, f"Here it is.\n```python\n{GAME}```", ["\\boxed{reveal}"])
+    pool = LocalPool(GAME, "games")
+    out = run_thinking_loop(loops.SpadeDesignerLoop, thinking_spade_config(tmp_path), tokenizer, server, pool,
+                            monkeypatch, "designer")  # fmt: skip
+    assert out.extra_fields["spade_valid"] is True and len(out.extra_fields["spade_measure"]["no_hint"]) == 2
+    design, hint, *plays = server.prompts
+    empty_think = "<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    assert design.endswith(empty_think) and hint.endswith(empty_think)  # data.apply_chat_template_kwargs: no thinking
+    assert plays and all(p.endswith("<|im_start|>assistant\n") for p in plays)  # the agent's measurement turns think
 
 
 # -- the trainer: advantages, loss weights, mini-batches ------------------------------------------------------------
