@@ -48,8 +48,10 @@ SANDBOX_SLOTS=${SANDBOX_SLOTS:-256}
 ROWS_PER_STEP=$(spade_rows_per_step "$AGENT_ROWS" "$ENVS_PER_REGEN" "$N")
 AGENT_WORKERS=$(spade_agent_workers "$ROWS_PER_STEP" $((ENVS_PER_REGEN / N)) "$N" "$PLAYS_PER_ARM" "$SANDBOX_SLOTS" \
     "${AGENT_WORKERS:-}")
-# Chat template: thinking off (Instruct-2507 has no thinking mode; the paper's 30B runs do not think).
-spade_require_no_thinking
+# Agent thinking: off, as in the paper's 30B runs (Instruct-2507 has no thinking mode); THINKING=true turns on the
+# recipe's per-turn thinking mode (for a thinking MODEL_PATH). Other prompts: ENABLE_THINKING, off.
+THINKING=${THINKING:-$PAPER_THINKING}
+THINKING_OVERRIDE=$(spade_thinking_override "$THINKING")
 ENABLE_THINKING=${ENABLE_THINKING:-false}
 # Checkpoints: every SAVE_FREQ steps (the paper's 16), the last KEEP_CKPTS kept; each holds HF weights for spade-eval
 SAVE_FREQ=${SAVE_FREQ:-16}
@@ -69,7 +71,7 @@ OVERRIDES=(
     spade.learning_potential.fast_ema=0.98
     data.train_batch_size="$ROWS_PER_STEP"
     data.max_prompt_length="$MAX_PROMPT" data.max_response_length="$MAX_RESPONSE" data.filter_overlong_prompts=false
-    ++data.apply_chat_template_kwargs.enable_thinking="$ENABLE_THINKING"
+    "$THINKING_OVERRIDE" ++data.apply_chat_template_kwargs.enable_thinking="$ENABLE_THINKING"
     actor_rollout_ref.model.path="$MODEL_PATH"
     # Megatron ignores model.enable_gradient_checkpointing: recompute is Megatron's own (full, every layer), and the
     # fused kernels compute log-probs without materialising the logits of a 40,960-token pack.

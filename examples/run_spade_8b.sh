@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # SPADE with Qwen3-8B (SIZE=4b: Qwen3-4B-Instruct-2507) on one 8-GPU node, the FSDP engine and a vLLM rollout
 # (TP 2; 4B: TP 1): the paper's games 8B run (SETTING=tool_use: its tool-use run; run_spade_{games,tool_use}_{4b,8b}.sh),
-# every value of the paper from examples/lib/paper.sh. The paper's 8B agent thinks: THINKING is the knob for it, pending
-# issue 15 (per-turn thinking samples); until then the agent plays non-thinking. DRY_RUN=1 prints the plan and its
-# budget line. Needs Python 3.12 and the GPU install of docs/gpu.md. Every knob: an environment variable below or a
+# every value of the paper from examples/lib/paper.sh. The paper's 8B agent thinks (THINKING, default the paper's:
+# true at 8B, false at 4B): one training sample per turn, the chat template re-rendering the history. DRY_RUN=1 prints
+# the plan and its budget line. Needs Python 3.12 and the GPU install of docs/gpu.md. Every knob: an environment variable below or a
 # Hydra override appended to the command line. The paper runs, ablations and differences: docs/paper.md.
 set -xeuo pipefail
 cd "$(dirname "$0")/.."
@@ -43,10 +43,12 @@ SANDBOX_SLOTS=${SANDBOX_SLOTS:-256}
 ROWS_PER_STEP=$(spade_rows_per_step "$AGENT_ROWS" "$ENVS_PER_REGEN" "$N")
 AGENT_WORKERS=$(spade_agent_workers "$ROWS_PER_STEP" $((ENVS_PER_REGEN / N)) "$N" "$PLAYS_PER_ARM" "$SANDBOX_SLOTS" \
     "${AGENT_WORKERS:-}")
-# Agent thinking: the paper's 8B agent thinks (PAPER_THINKING); THINKING=true is refused until issue 15 builds
-# per-turn thinking samples. Qwen3-8B thinks by default, so the chat template is told not to.
-THINKING=${THINKING:-false}
-spade_require_no_thinking
+# Agent thinking (the paper's: PAPER_THINKING, true at 8B): the recipe's per-turn thinking mode, the agent's turns
+# rendered with enable_thinking=true. Then the response length bounds one turn (up to TURN_TOKENS) and MAX_PROMPT the
+# history the template re-renders for each turn (earlier think blocks dropped); the step's rows are turn samples.
+# Everything else (designer, hint writer, audit) is templated with ENABLE_THINKING: Qwen3-8B thinks unless told not to.
+THINKING=${THINKING:-$PAPER_THINKING}
+THINKING_OVERRIDE=$(spade_thinking_override "$THINKING")
 ENABLE_THINKING=${ENABLE_THINKING:-false}
 # Checkpoints: every SAVE_FREQ steps (the paper's 16), the last KEEP_CKPTS kept; each holds HF weights for spade-eval
 SAVE_FREQ=${SAVE_FREQ:-16}
@@ -66,7 +68,7 @@ OVERRIDES=(
     spade.learning_potential.fast_ema=0.98
     data.train_batch_size="$ROWS_PER_STEP"
     data.max_prompt_length="$MAX_PROMPT" data.max_response_length="$MAX_RESPONSE" data.filter_overlong_prompts=false
-    ++data.apply_chat_template_kwargs.enable_thinking="$ENABLE_THINKING"
+    "$THINKING_OVERRIDE" ++data.apply_chat_template_kwargs.enable_thinking="$ENABLE_THINKING"
     actor_rollout_ref.model.path="$MODEL_PATH" actor_rollout_ref.model.enable_gradient_checkpointing=true
     algorithm.adv_estimator=grpo algorithm.norm_adv_by_std_in_grpo=false algorithm.use_kl_in_reward=false
     $(spade_kl_overrides "$KL")

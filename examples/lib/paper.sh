@@ -9,8 +9,10 @@
 #   sessions makes its own design) and AGENT_ROWS = (SAMPLES_PER_STEP - ENVS_PER_REGEN) / N agent rows of N plays.
 # - HINT_PLAYS, the paper's hinted plays per env: the recipe measures each design at design time on paired seeds,
 #   PLAYS_PER_ARM = HINT_PLAYS / 2 plays without and as many with the hint, so a design costs HINT_PLAYS plays.
-# - THINKING is the paper's agent thinking (8B). Per-turn thinking samples are issue 15; until then the launchers
-#   refuse THINKING=true and play every agent non-thinking (enable_thinking=false).
+# - PAPER_THINKING is the paper's agent thinking (8B): the launchers' THINKING defaults to it and sets the recipe's
+#   thinking mode (spade.agent.thinking: the agent's turns rendered with enable_thinking=true, one sample per turn,
+#   the history re-rendered by the chat template, which drops earlier think blocks). The designer, hint and audit
+#   prompts keep data.apply_chat_template_kwargs.enable_thinking=false: they do not think (in the paper neither).
 # Usage: spade_paper_defaults games|tool_use 4b|8b|30b
 spade_paper_defaults() {
     local setting=$1 size=$2 row
@@ -58,13 +60,13 @@ spade_kl_overrides() {
     fi
 }
 
-# Refuses THINKING=true: the paper's 8B agent thinks with per-turn samples (the history re-rendered without earlier
-# think blocks, one sample per turn), which is issue 15 and not built; a thinking agent trained on whole episodes
-# would not be the paper's run. Usage: spade_require_no_thinking
-spade_require_no_thinking() {
-    if [ "${THINKING:-false}" != "false" ]; then
-        echo "error: THINKING=$THINKING: the paper's thinking agent (per-turn thinking samples) is pending issue 15;" \
-            "the paper's value here is PAPER_THINKING=${PAPER_THINKING:-false}, and this run plays non-thinking" >&2
+# The agent-thinking override: the recipe's per-turn thinking mode (never the template's global enable_thinking: a
+# thinking agent on one growing sequence would train on reasoning the model is never served, and overflow the response
+# within a few turns). Usage: spade_thinking_override true|false; prints the override.
+spade_thinking_override() {
+    if [ "$1" != "true" ] && [ "$1" != "false" ]; then
+        echo "error: THINKING=$1: use true or false (the paper's value here is PAPER_THINKING=${PAPER_THINKING:-false})" >&2
         return 1
     fi
+    echo "spade.agent.thinking=$1"
 }

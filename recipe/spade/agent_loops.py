@@ -6,7 +6,9 @@ its loop in ``agent_name`` and carries ``extra_info = {role, step, slot}``. The 
 (``recipe/spade/reward_manager.py``) on verl's reward loop, from the ``reward.*`` config.
 
 * ``spade_agent``: asks the env pool which live env and seed to play, plays it in the sandbox (no hint), and
-  returns the episode with its outcome. An env fault yields a masked-out sample and is reported as a fault.
+  returns the episode with its outcome. An env fault yields a masked-out sample and is reported as a fault. With
+  ``spade.agent.thinking`` it returns one sample per assistant turn (``turns.py``), all sharing the episode's
+  outcome, fault and exclusion, tagged ``spade_turn`` / ``spade_turns``.
 * ``spade_designer``: asks the pool for a design task, generates an environment, validates it in the sandbox,
   writes its hint with the policy at low temperature and vets it for leaks, then measures the policy on the env
   ``plays_per_arm`` times without and with the hint on the same seeds (measurement only: these plays never
@@ -30,6 +32,7 @@ from verl.experimental.agent_loop.tool_parser import ToolParser
 
 from recipe.spade.env_pool import ACTOR_NAME, SpadeEnvPool
 from recipe.spade.play import Episode, play_episode, weight_versions
+from recipe.spade.turns import play_turns
 from spade_envs.designer import admit
 from spade_envs.failures import FAILURE_CODES, fault_code
 from spade_envs.measure import unpaired_seeds, vet_hint_on_seeds
@@ -38,7 +41,7 @@ from spade_envs.rewards import paired_regret
 from spade_envs.sandbox import SandboxConfig, WorkerPool
 from spade_envs.validate import ValidationConfig
 
-__all__ = ["SpadeDesignerLoop", "SpadeEnvAgentLoop"]
+__all__ = ["SpadeDesignerLoop", "SpadeEnvAgentLoop", "loop_output", "turn_outputs"]
 
 logger = logging.getLogger(__name__)
 
@@ -86,29 +89,58 @@ class _SpadeLoop(AgentLoopBase):
         self.pool = _env_pool(self.spade)
 
     async def _play(self, source: str, seed: int, sampling_params: dict[str, Any], hint: str | None) -> Episode:
-        return await play_episode(self, self.sandbox, source, seed, sampling_params, hint=hint,
-                                  max_turns=self.spade["max_turns"], turn_tokens=self.spade["turn_tokens"],
-                                  tool_parser=self.tool_parser)  # fmt: skip
+        """One episode: one growing sequence, or one sample per turn in thinking mode (measurement plays too)."""
+        play = play_turns if self.spade["agent"]["thinking"] else play_episode
+        return await play(self, self.sandbox, source, seed, sampling_params, hint=hint,
+                          max_turns=self.spade["max_turns"], turn_tokens=self.spade["turn_tokens"],
+                          tool_parser=self.tool_parser)  # fmt: skip
 
     def _output(self, prompt_ids: list[int], response_ids: list[int], mask: list[int], logprobs: Any,
                 turns: int, extra: dict[str, Any]) -> AgentLoopOutput:  # fmt: skip
-        n = self.response_length
-        return AgentLoopOutput(
-            prompt_ids=prompt_ids,
-            response_ids=response_ids[:n],
-            response_mask=mask[:n],
-            response_logprobs=logprobs[:n] if logprobs else None,
-            reward_score=None,  # scored by recipe/spade/reward_manager.py on verl's reward loop
-            num_turns=max(2, 2 * turns),
-            metrics={},
-            extra_fields={"turn_scores": [], "tool_rewards": [], **extra},
-        )
+        return loop_output(self.response_length, prompt_ids, response_ids, mask, logprobs, turns, extra)
+
+
+def loop_output(n: int, prompt_ids: list[int], response_ids: list[int], mask: list[int], logprobs: Any, turns: int,
+                extra: dict[str, Any]) -> AgentLoopOutput:  # fmt: skip
+    """One sample for verl, its response cut to ``n`` tokens (``rollout.response_length``); verl scores it."""
+    return AgentLoopOutput(
+        prompt_ids=prompt_ids,
+        response_ids=response_ids[:n],
+        response_mask=mask[:n],
+        response_logprobs=logprobs[:n] if logprobs else None,
+        reward_score=None,  # scored by recipe/spade/reward_manager.py on verl's reward loop
+        num_turns=max(2, 2 * turns),
+        metrics={},
+        extra_fields={"turn_scores": [], "tool_rewards": [], **extra},
+    )
+
+
+def turn_outputs(episode: Episode, extra: dict[str, Any], n: int, pad_id: int, logprobs: bool) -> list[AgentLoopOutput]:
+    """Thinking mode: one sample per turn of ``episode``, each with the episode's ``extra`` and its turn index.
+
+    A turn is trained (mask 1 on all its tokens) unless the episode is excluded (``spade_excluded``: an env fault or
+    the compact filter); a turn that generated nothing gets one masked pad token, since verl needs a response.
+    """
+    trained = not extra["spade_excluded"]
+    outputs = []
+    for k, turn in enumerate(episode.samples):
+        ids = turn.response_ids or [pad_id]
+        turn_logprobs = turn.response_logprobs if turn.response_ids else ([0.0] if logprobs else None)
+        mask = [int(trained and bool(turn.response_ids))] * len(ids)
+        turn_extra = {**extra, "spade_turn": k, "spade_turns": len(episode.samples)}
+        outputs.append(loop_output(n, turn.prompt_ids, ids, mask, turn_logprobs, 1, turn_extra))
+    return outputs
 
 
 class SpadeEnvAgentLoop(_SpadeLoop):
-    """The Reasoning Agent's training play (no hint)."""
+    """The Reasoning Agent's training play (no hint): one sample, or one per assistant turn in thinking mode.
 
-    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+    verl's V1 worker stores each output of a list under its own key and copies the last output's reward to the
+    others; its GRPO takes each session's last output as the episode (``compute_advantage_for_multi_trajectories``)
+    and gives every output of the session that advantage, so an episode's turn samples share outcome and advantage.
+    """
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput | list[AgentLoopOutput]:
         info = kwargs["extra_info"]
         step, slot = int(info["step"]), int(info["slot"])
         task = await self.pool.agent_task.remote(step, slot)
@@ -123,8 +155,11 @@ class SpadeEnvAgentLoop(_SpadeLoop):
                  "spade_env_fault": episode.fault or "", "spade_excluded": episode.fault is not None or filtered,
                  "spade_compact_filtered": filtered,
                  "spade_sandbox_s": episode.sandbox_s, "spade_wall_s": episode.wall_s, **episode.info}  # fmt: skip
-        return self._output(episode.prompt_ids, episode.response_ids, mask, episode.response_logprobs,
-                            episode.turns, extra)  # fmt: skip
+        if not episode.samples:
+            return self._output(episode.prompt_ids, episode.response_ids, mask, episode.response_logprobs,
+                                episode.turns, extra)  # fmt: skip
+        pad = self.tokenizer.pad_token_id or 0
+        return turn_outputs(episode, extra, self.response_length, pad, bool(sampling_params.get("logprobs")))
 
 
 class SpadeDesignerLoop(_SpadeLoop):

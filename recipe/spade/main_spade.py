@@ -28,6 +28,9 @@ def prepare(config: DictConfig) -> None:
     from recipe.spade.reward_manager import designer_reward_config
 
     designer_reward_config(config)  # a bad reward.reward_kwargs.designer fails here, before Ray starts
+    from recipe.spade.turn_batches import check_thinking_config
+
+    check_thinking_config(config)
     from recipe.spade.budget import budget_of, designer_rows
 
     n = int(config.actor_rollout_ref.rollout.n)

@@ -22,10 +22,19 @@ from spade_envs.prompts import agent_messages
 from spade_envs.sandbox import AsyncSandboxEnv, SandboxError, WorkerPool
 from spade_envs.tooluse import parse_agent_text
 
-__all__ = ["EnvFault", "Episode", "play_episode", "weight_versions"]
+__all__ = ["EnvFault", "Episode", "TurnSample", "play_episode", "weight_versions"]
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
+
+
+@dataclass
+class TurnSample:
+    """One assistant turn of a per-turn episode (``recipe/spade/turns.py``): the rendered history and the turn."""
+
+    prompt_ids: list[int]
+    response_ids: list[int]
+    response_logprobs: list[float] | None
 
 
 @dataclass
@@ -45,6 +54,8 @@ class Episode:
     sandbox_s: float = 0.0
     wall_s: float = 0.0
     info: dict[str, Any] = field(default_factory=dict)
+    #: per-turn mode only: one sample per assistant turn (the fields above then describe the last turn)
+    samples: list[TurnSample] = field(default_factory=list)
 
 
 async def play_episode(

@@ -10,8 +10,11 @@ One self-play step is verl's own ``_step_once``; reading it top to bottom with S
    designer rows by the hint-based regret blend, or a failure penalty.
 3. **Old log-probs, reference** (verl).
 4. **Advantages** (here, :meth:`SpadeTrainer._compute_advantage`): verl's estimator for agent rows (GRPO per env
-   instance and seed), then designer rows re-scored per skill and scaled (``recipe/spade/advantages.py``).
-5. **One actor update** on the mixed batch (verl).
+   instance and seed), then designer rows re-scored per skill and scaled (``recipe/spade/advantages.py``). In
+   thinking mode (``spade.agent.thinking``) an episode is one row per turn: verl's GRPO already scores each episode
+   by its last turn and gives all its turns that advantage; here each row also gets its loss weight.
+5. **One actor update** on the mixed batch (verl; in thinking mode with a fixed number of mini-batches,
+   ``recipe/spade/turn_batches.py``).
 6. **Metrics** (here): the env pool's step metrics (validity, failure codes, regret, win rate, skill mix,
    diversity, hint leaks, env faults) and per-role reward / advantage / sandbox-time metrics go to verl's logger.
 7. **Checkpoint** (here): the env memory and pool state are saved inside verl's ``global_step_N`` folder before
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +36,7 @@ import numpy as np
 import ray
 import torch
 import transfer_queue as tq
-from omegaconf import OmegaConf
+from omegaconf import OmegaConf, open_dict
 from tensordict import TensorDict
 from transfer_queue import KVBatchMeta
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
@@ -43,6 +47,7 @@ from verl.workers.utils.padding import response_to_nested
 from recipe.spade.advantages import designer_scale_for, role_advantages
 from recipe.spade.env_pool import ACTOR_NAME, POOL_STATE_FILES, start_env_pool
 from recipe.spade.reward_manager import designer_reward_config
+from recipe.spade.turn_batches import batch_multiple, is_episode_row, loss_weights, mini_batches
 from spade_envs.rewards import plateau
 
 __all__ = ["SpadeTrainer"]
@@ -118,7 +123,7 @@ class SpadeTrainer(PPOTrainerSync):
         advantages = padded["advantages"]
         if rows:
             scores = padded["rm_scores"].sum(dim=-1).tolist()
-            n_agent = sum(role == "agent" for role in roles)
+            n_agent = sum(role == "agent" and is_episode_row(e) for role, e in zip(roles, extra))  # episodes
             spade = self.config.spade
             scale = designer_scale_for(spade.advantage.designer_scale, n_agent, len(rows), spade.regen_every,
                                        spade.advantage.designer_scale_cap)  # fmt: skip
@@ -126,12 +131,59 @@ class SpadeTrainer(PPOTrainerSync):
             advantages = role_advantages(advantages, padded["response_mask"], scores, roles, skills, scale)
             metrics["spade/designer/advantage_scale"] = scale
             metrics["spade/designer/advantage_abs_mean"] = float(advantages[rows].abs().amax(dim=-1).mean())
+        fields = {"advantages": response_to_nested(advantages, data["response_mask"])}
+        weights = None
+        if self._thinking():
+            weights = self._turn_weights(batch, extra, real, "rollout_is_weights" in written, padded["response_mask"])
+            if weights is not None:
+                fields["rollout_is_weights"] = response_to_nested(weights, data["response_mask"])
         if self.config.spade.get("dump_batches"):
             _dump_batch(Path(self.config.spade.run_dir), self.global_steps, batch, extra, real, excluded, padded,
-                        advantages)  # fmt: skip
-        nested = response_to_nested(advantages, data["response_mask"])
+                        advantages, weights)  # fmt: skip
         return tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id,
-                               fields=TensorDict({"advantages": nested}, batch_size=len(batch)))  # fmt: skip
+                               fields=TensorDict(fields, batch_size=len(batch)))  # fmt: skip
+
+    def _thinking(self) -> bool:
+        return bool(self.config.spade.agent.get("thinking"))
+
+    def _turn_weights(self, batch: KVBatchMeta, extra: list, real: list, have: bool, mask: torch.Tensor) -> Any:
+        """Thinking mode: ``rollout_is_weights`` times each row's loss weight (None when every weight is 1)."""
+        turns = [int(e.get("spade_turns") or 1) if ok else 1 for e, ok in zip(extra, real)]
+        actor, n = self.config.actor_rollout_ref.actor, int(self.config.actor_rollout_ref.rollout.n)
+        rows = len(batch) // mini_batches(self.config)
+        weights = loss_weights(turns, actor.loss_agg_mode, rows, int(actor.ppo_mini_batch_size) * n)
+        if all(w == 1.0 for w in weights):
+            return None
+        if have:  # verl's rollout correction wrote importance weights: scale them
+            got = tq.kv_batch_get(
+                keys=batch.keys, partition_id=batch.partition_id, select_fields=["rollout_is_weights"]
+            )
+            base = got.to_padded_tensor()["rollout_is_weights"].float()
+        else:
+            base = torch.ones_like(mask, dtype=torch.float32)
+        return base * torch.tensor(weights, dtype=torch.float32).unsqueeze(-1)
+
+    def _get_required_batch_multiple(self, dp_size: int) -> int:
+        """Thinking mode: pad to ``k`` equal mini-batches (``turn_batches.batch_multiple``), not the config's size."""
+        if not self._thinking():
+            return super()._get_required_batch_multiple(dp_size)
+        ref, actor = self.config.actor_rollout_ref, self.config.actor_rollout_ref.actor
+        micro = [] if actor.use_dynamic_bsz else [actor.ppo_micro_batch_size_per_gpu]
+        if not ref.rollout.get("log_prob_use_dynamic_bsz"):
+            micro += [
+                ref.rollout.get("log_prob_micro_batch_size_per_gpu"),
+                ref.ref.get("log_prob_micro_batch_size_per_gpu"),
+            ]
+        return batch_multiple(dp_size, mini_batches(self.config), int(ref.rollout.n), micro)
+
+    def _update_actor(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
+        """Thinking mode: verl's update with ``k`` mini-batches of ``len(batch) / k`` rows (the count varies)."""
+        if not self._thinking():
+            return super()._update_actor(batch, metrics)
+        k, n = mini_batches(self.config), int(self.config.actor_rollout_ref.rollout.n)
+        metrics["spade/update/rows_per_mini_batch"] = len(batch) // k
+        with _mini_batch_rows(self.config, len(batch) // k // n):
+            return super()._update_actor(batch, metrics)
 
     def _compute_metrics(self, batch: KVBatchMeta, metrics, timing_raw, global_steps, epoch):
         super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
@@ -168,6 +220,20 @@ class SpadeTrainer(PPOTrainerSync):
         start_env_pool(OmegaConf.to_container(self.config.spade, resolve=True), restore)
 
 
+@contextmanager
+def _mini_batch_rows(config: Any, per_n: int) -> Any:
+    """Set the mini-batch that verl's ``_update_actor`` reads from the config (rows = ppo_mini_batch_size x n)."""
+    actor = config.actor_rollout_ref.actor
+    saved = actor.ppo_mini_batch_size
+    with open_dict(config):
+        actor.ppo_mini_batch_size = per_n
+    try:
+        yield
+    finally:
+        with open_dict(config):
+            actor.ppo_mini_batch_size = saved
+
+
 def _fill_excluded(keys: list[str], partition_id: str, fields: set[str]) -> None:
     """Give excluded rows the fields verl's estimator wrote for the others: no advantage, no return, weight 1."""
     data = tq.kv_batch_get(keys=keys, partition_id=partition_id, select_fields=["response_mask"])
@@ -179,7 +245,7 @@ def _fill_excluded(keys: list[str], partition_id: str, fields: set[str]) -> None
 
 
 def _dump_batch(run_dir: Path, step: int, batch: KVBatchMeta, extra: list, real: list, excluded: list,
-                padded: Any, advantages: torch.Tensor) -> None:  # fmt: skip
+                padded: Any, advantages: torch.Tensor, weights: torch.Tensor | None = None) -> None:  # fmt: skip
     """One JSON line per trained row (``spade.dump_batches``): what the update saw, for audits and tests."""
     mask = padded["response_mask"].bool()
     scores = padded["rm_scores"].sum(dim=-1).tolist()
@@ -190,16 +256,27 @@ def _dump_batch(run_dir: Path, step: int, batch: KVBatchMeta, extra: list, real:
             row = {"global_step": step, "key": key, "uid": key.rsplit("_", 2)[0], "padding": not real[i],
                    "role": e.get("spade_role"), "spade_step": e.get("spade_step"), "env_id": e.get("spade_env_id"),
                    "seed": e.get("spade_seed"), "excluded": bool(excluded[i]), "fault": e.get("spade_env_fault"),
+                   "turn": e.get("spade_turn"), "turns": e.get("spade_turns"),
                    "failure": e.get("spade_failure"), "score": scores[i], "trained_tokens": int(mask[i].sum()),
                    "advantage": float(values[0]) if len(values) else 0.0,
-                   "advantage_abs_max": float(advantages[i].abs().max())}  # fmt: skip
+                   "advantage_abs_max": float(advantages[i].abs().max()),
+                   "loss_weight": float(weights[i].max()) if weights is not None else 1.0}  # fmt: skip
             f.write(json.dumps(row) + "\n")
 
 
 def role_metrics(extra: list[dict[str, Any]], scores: list[float], real: list[bool], reward_cfg: Any) -> dict:
-    """Per-role reward, plateau, fault and sandbox-time metrics of one batch (padding rows excluded)."""
-    rows = [(e, s) for e, s, ok in zip(extra, scores, real) if ok]
+    """Per-role reward, plateau, fault and sandbox-time metrics of one batch (padding rows excluded).
+
+    Counted per episode: in thinking mode an episode's turn samples (which share its score) count once, by its last
+    turn; ``spade/agent/turn_samples`` and ``turns_mean`` then say how many rows they made.
+    """
+    turn_rows = [e for e, ok in zip(extra, real) if ok and e.get("spade_role") == "agent" and "spade_turns" in e]
+    rows = [(e, s) for e, s, ok in zip(extra, scores, real) if ok and is_episode_row(e)]
     metrics: dict[str, float] = {}
+    if turn_rows:
+        metrics["spade/agent/turn_samples"] = len(turn_rows)
+        ends = [e for e in turn_rows if is_episode_row(e)]
+        metrics["spade/agent/turns_mean"] = float(np.mean([e["spade_turns"] for e in ends])) if ends else 0.0
     for role in ("agent", "designer"):
         mine = [(e, s) for e, s in rows if e.get("spade_role") == role]
         metrics[f"spade/{role}/samples"] = len(mine)

@@ -98,7 +98,8 @@ def readiness_problems(cfg) -> list[str]:
     if rollout.max_model_len != rollout.prompt_length + rollout.response_length:
         problems.append(f"rollout.max_model_len={rollout.max_model_len}, not prompt + response")
     # The agent loops template with data.apply_chat_template_kwargs (AgentLoopBase.__init__); Qwen3-8B thinks unless
-    # told not to. Off until the thinking mode of "Thinking agents" exists.
+    # told not to, and a thinking agent belongs in the recipe's per-turn mode (spade.agent.thinking, which renders the
+    # agent's turns with enable_thinking=true itself), never on one growing sequence.
     if cfg.data.apply_chat_template_kwargs.get("enable_thinking") is not False:
         problems.append("data.apply_chat_template_kwargs.enable_thinking is not explicitly false")
     load, slots = worst_worker_load(cfg)

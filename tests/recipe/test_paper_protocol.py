@@ -8,14 +8,11 @@ verl 0.9.1's config, and the budget line it prints). The paper's numbers are wri
 from __future__ import annotations
 
 import dataclasses
-import os
-import re
-import subprocess
 from dataclasses import dataclass
 from functools import cache
 
 import pytest
-from test_launchers import EXAMPLES, SHARED, budget_line, composed, dry_run
+from test_launchers import SHARED, budget_line, composed, dry_run
 
 
 @dataclass(frozen=True)
@@ -33,7 +30,7 @@ class Run:
     designer_tokens: int
     reward: str  # designer reward variant (the paper's regret_based is the recipe's "regret")
     kl: float  # low-variance KL loss coefficient; 0: no KL loss
-    thinking: bool  # the paper's agent thinks (8B); pending issue 15, the launchers play non-thinking
+    thinking: bool  # the paper's agent thinks (8B): spade.agent.thinking, per-turn samples; the designer does not
     active_skills: int | None  # skills active per regeneration; None: all of them
     audit_and_compact: bool  # tool-use validator audit and compact filter
     corpus_words: int
@@ -106,20 +103,16 @@ def expected(script: str) -> Run:
 
 
 def expected_budget(run: Run) -> str:
-    """The budget line of a paper run (§10: a regeneration step trains every design plus the rest as agent samples)."""
-    return (
+    """The budget line of a paper run (§10: a regeneration step trains every design plus the rest as agent samples).
+
+    Samples are counted in episodes and designs; a thinking agent's episodes train one sample per turn, which the
+    line says (``agent_samples=per_turn``).
+    """
+    line = (
         f"budget: designs_per_regen={run.designs} samples_per_step={run.batch} "
         f"agent_samples_regen_step={run.batch - run.designs} measurement_plays_per_regen={run.designs * run.hint_plays}"
     )
-
-
-@cache
-def thinking_refusal(script: str) -> str:
-    """What the launcher says when asked for the thinking agent (refused until issue 15)."""
-    out = subprocess.run(["bash", str(EXAMPLES / script)], capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "DRY_RUN": "1", "THINKING": "true"})  # fmt: skip
-    assert out.returncode != 0, "THINKING=true ran: issue 15 is pending"
-    return out.stderr
+    return f"{line} agent_samples=per_turn" if run.thinking else line
 
 
 def get(cfg, path: str):
@@ -129,16 +122,17 @@ def get(cfg, path: str):
     return node
 
 
-def as_table(cfg, refusal: str) -> dict:
+def as_table(cfg) -> dict:
     """The launcher's composed config read back into the table's columns (a readable note where it cannot be)."""
     spade, actor, rollout = cfg.spade, cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.rollout
     kl = 0.0 if actor.use_kl_loss is False else actor.kl_loss_coef
     if actor.use_kl_loss and actor.kl_loss_type != "low_var_kl":
         kl = f"{actor.kl_loss_coef} ({actor.kl_loss_type})"
-    # the agent plays non-thinking (issue 15 pending); the launcher's refusal of THINKING=true names the paper's value
-    thinking = re.search(r"PAPER_THINKING=(true|false)", refusal) if "issue 15" in refusal else None
-    if cfg.data.apply_chat_template_kwargs.enable_thinking is not False:
-        thinking = None
+    # the thinking agent is the recipe's per-turn mode; the template's global switch stays off (the designer, hint
+    # writer and audit do not think, in the paper neither)
+    thinking, template = spade.agent.thinking, cfg.data.apply_chat_template_kwargs.get("enable_thinking")
+    if template is not False:
+        thinking = f"spade.agent.thinking {thinking}, but enable_thinking {template} for every prompt"
     # the designer's tokens must fit in the response (agent_loops caps them at rollout.response_length)
     designer = spade.designer.max_tokens
     if designer > rollout.response_length:
@@ -161,7 +155,7 @@ def as_table(cfg, refusal: str) -> dict:
         "designer_tokens": designer,
         "reward": cfg.reward.reward_kwargs.designer.variant,
         "kl": kl,
-        "thinking": None if thinking is None else thinking.group(1) == "true",
+        "thinking": thinking,
         "active_skills": spade.skills.active_per_regen,
         "audit_and_compact": audit,
         "corpus_words": spade.corpus_words,
@@ -174,9 +168,9 @@ def as_table(cfg, refusal: str) -> dict:
     }
 
 
-def mismatches(cfg, budget: str, refusal: str, run: Run) -> list[str]:
-    """Every column of ``run`` that the composed config, its budget line or its thinking refusal contradicts."""
-    got = as_table(cfg, refusal)
+def mismatches(cfg, budget: str, run: Run) -> list[str]:
+    """Every column of ``run`` that the composed config or its budget line contradicts."""
+    got = as_table(cfg)
     assert set(got) == {f.name for f in dataclasses.fields(Run)}, "a column of the table is not checked"
     problems = [f"{name}: the launcher's {value!r}, the paper's {getattr(run, name)!r}"
                 for name, value in got.items() if value != getattr(run, name)]  # fmt: skip
@@ -189,9 +183,9 @@ def mismatches(cfg, budget: str, refusal: str, run: Run) -> list[str]:
 
 @cache
 def plan(script: str):
-    """The launcher's composed config, budget line and thinking refusal."""
+    """The launcher's composed config and budget line."""
     config_name, overrides = dry_run(script, **SHARED)
-    return composed(config_name, overrides), budget_line(script, **SHARED), thinking_refusal(script)
+    return composed(config_name, overrides), budget_line(script, **SHARED)
 
 
 @pytest.mark.parametrize("script", [*RUNS, *ABLATIONS])
@@ -233,3 +227,14 @@ def test_an_ablation_changes_only_its_switches(script):
 def test_the_older_commands_are_the_games_runs(alias, script):
     assert dry_run(alias, **SHARED) == dry_run(script, **SHARED)
     assert budget_line(alias, **SHARED) == budget_line(script, **SHARED)
+
+
+def test_the_8b_thinking_agent_needs_per_turn_samples_and_the_templates_switch_together():
+    """Issue 15: without per-turn samples, or with every prompt thinking (the designer too), it is not the run."""
+    config_name, overrides = dry_run("run_spade_games_8b.sh", **SHARED)
+    for pin in ("spade.agent.thinking=", "++data.apply_chat_template_kwargs.enable_thinking="):
+        kept = [o for o in overrides if not o.startswith(pin)]
+        assert len(kept) == len(overrides) - 1, f"the launcher has no single {pin}"
+        problems = mismatches(composed(config_name, kept), budget_line("run_spade_games_8b.sh", **SHARED),
+                              RUNS["run_spade_games_8b.sh"])  # fmt: skip
+        assert any(p.startswith("thinking:") for p in problems), problems

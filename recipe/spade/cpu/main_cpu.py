@@ -37,7 +37,8 @@ def materialise(config: DictConfig) -> None:
     with open_dict(config):
         model = config.actor_rollout_ref.model
         if model.path == "tiny":
-            model.path = str(build_tiny_qwen3(config.spade_cpu.tiny_model_dir))
+            thinking = bool(config.spade_cpu.get("tiny_thinking_template", False))
+            model.path = str(build_tiny_qwen3(config.spade_cpu.tiny_model_dir, thinking_template=thinking))
         for key in ("train_files", "val_files"):
             if config.data[key] == "tiny":
                 split = "train" if key == "train_files" else "val"

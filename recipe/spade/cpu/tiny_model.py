@@ -35,6 +35,8 @@ from transformers import (
     Qwen3ForCausalLM,
 )
 
+from recipe.spade.cpu.thinking_template import thinking_template as _thinking_template
+
 __all__ = ["CHAT_TEMPLATE", "MARKER_FILE", "build_tiny_qwen3", "build_tokenizer", "main", "smollm2_from_gguf"]
 
 MARKER_FILE = "tiny_model_build.json"
@@ -139,13 +141,14 @@ class _Spec:
     intermediate_size: int
     max_position_embeddings: int
     tie_word_embeddings: bool
+    thinking_template: bool = False
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
-            if field.name == "tie_word_embeddings":
+            if field.name in ("tie_word_embeddings", "thinking_template"):
                 if not isinstance(value, bool):
-                    raise TypeError(f"tie_word_embeddings must be a bool, got {value!r}")
+                    raise TypeError(f"{field.name} must be a bool, got {value!r}")
                 continue
             if isinstance(value, bool) or not isinstance(value, int):
                 raise TypeError(f"{field.name} must be an int, got {value!r}")
@@ -162,11 +165,12 @@ class _Spec:
             )
 
 
-def build_tokenizer() -> PreTrainedTokenizerFast:
+def build_tokenizer(*, thinking_template: bool = False) -> PreTrainedTokenizerFast:
     """Return the byte-level BPE chat tokenizer (deterministic: the same vocabulary and merges on every call).
 
     Byte-level BPE (as GPT-2 and Qwen use) keeps all 256 bytes as base tokens, so every string encodes and decodes
-    losslessly; the learned merges only shorten common English and Python pieces.
+    losslessly; the learned merges only shorten common English and Python pieces. ``thinking_template`` selects the
+    template that drops earlier turns' ``<think>`` blocks as Qwen3-8B's does (``thinking_template.py``).
     """
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -186,7 +190,7 @@ def build_tokenizer() -> PreTrainedTokenizerFast:
         model_max_length=131072,
         clean_up_tokenization_spaces=False,
     )
-    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.chat_template = _thinking_template(CHAT_TEMPLATE) if thinking_template else CHAT_TEMPLATE
     return tokenizer
 
 
@@ -201,6 +205,7 @@ def build_tiny_qwen3(
     intermediate_size: int = 128,
     max_position_embeddings: int = 4096,
     tie_word_embeddings: bool = True,
+    thinking_template: bool = False,
 ) -> Path:
     """Build the tiny model directory at ``path`` (or reuse it) and return its absolute path.
 
@@ -222,6 +227,7 @@ def build_tiny_qwen3(
         intermediate_size=intermediate_size,
         max_position_embeddings=max_position_embeddings,
         tie_word_embeddings=tie_word_embeddings,
+        thinking_template=thinking_template,
     )
     marker = {"builder": __name__, "version": _BUILDER_VERSION, "args": dataclasses.asdict(spec)}
     return _build_once(path, marker, lambda staging: _write_model(staging, spec))
@@ -275,7 +281,7 @@ def _move_into_place(staging: Path, target: Path, marker: dict[str, Any]) -> Pat
 
 
 def _write_model(directory: Path, spec: _Spec) -> None:
-    tokenizer = build_tokenizer()
+    tokenizer = build_tokenizer(thinking_template=spec.thinking_template)
     endoftext, im_end = tokenizer.convert_tokens_to_ids(["<|endoftext|>", "<|im_end|>"])
     config = Qwen3Config(
         vocab_size=-(-len(tokenizer) // 64) * 64,  # Padded like real checkpoints; the extra rows are never sampled.
