@@ -14,7 +14,7 @@ import torch
 
 from spade_envs.rewards import designer_advantages, designer_scale
 
-__all__ = ["designer_scale_for", "role_advantages"]
+__all__ = ["designer_scale_for", "role_advantages", "step_designer_scale"]
 
 
 def designer_scale_for(setting: Any, n_agent: int, n_designer: int, regen_every: int, cap: float) -> float:
@@ -25,6 +25,20 @@ def designer_scale_for(setting: Any, n_agent: int, n_designer: int, regen_every:
     if not value > 0:
         raise ValueError(f"spade.advantage.designer_scale must be 'auto' or a positive number, got {setting!r}")
     return value
+
+
+def step_designer_scale(config: Any, n_designer: int) -> float:
+    """The designer scale of a step with ``n_designer`` designer samples (trainer config: ``spade``, ``data``, ``n``).
+
+    ``auto`` is the paper's min(cap, n_actor / n_env x regen_every), with n_actor the agent plays a step generates,
+    ``data.train_batch_size x rollout.n`` (192 in the paper's runs: 192 / 24 x 4 = 32 for games, 50 for tool use), not
+    the agent samples left in a regeneration step's batch (168), nor per-turn rows in thinking mode.
+    """
+    spade = config["spade"]
+    n_actor = int(config["data"]["train_batch_size"]) * int(config["actor_rollout_ref"]["rollout"]["n"])
+    advantage = spade["advantage"]
+    return designer_scale_for(advantage["designer_scale"], n_actor, n_designer, int(spade["regen_every"]),
+                              float(advantage["designer_scale_cap"]))  # fmt: skip
 
 
 def role_advantages(

@@ -44,7 +44,7 @@ from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.workers.utils.padding import response_to_nested
 
-from recipe.spade.advantages import designer_scale_for, role_advantages
+from recipe.spade.advantages import role_advantages, step_designer_scale
 from recipe.spade.env_pool import ACTOR_NAME, POOL_STATE_FILES, start_env_pool
 from recipe.spade.reward_manager import designer_reward_config
 from recipe.spade.turn_batches import batch_multiple, is_episode_row, loss_weights, mini_batches
@@ -123,10 +123,7 @@ class SpadeTrainer(PPOTrainerSync):
         advantages = padded["advantages"]
         if rows:
             scores = padded["rm_scores"].sum(dim=-1).tolist()
-            n_agent = sum(role == "agent" and is_episode_row(e) for role, e in zip(roles, extra))  # episodes
-            spade = self.config.spade
-            scale = designer_scale_for(spade.advantage.designer_scale, n_agent, len(rows), spade.regen_every,
-                                       spade.advantage.designer_scale_cap)  # fmt: skip
+            scale = step_designer_scale(self.config, len(rows))
             skills = [e.get("spade_skill", "") for e in extra]
             advantages = role_advantages(advantages, padded["response_mask"], scores, roles, skills, scale)
             metrics["spade/designer/advantage_scale"] = scale

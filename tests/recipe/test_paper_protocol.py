@@ -14,6 +14,8 @@ from functools import cache
 import pytest
 from test_launchers import SHARED, budget_line, composed, dry_run
 
+from recipe.spade.advantages import step_designer_scale
+
 
 @dataclass(frozen=True)
 class Run:
@@ -191,6 +193,15 @@ def plan(script: str):
 @pytest.mark.parametrize("script", [*RUNS, *ABLATIONS])
 def test_launcher_is_the_papers_run(script):
     assert mismatches(*plan(script), expected(script)) == []
+
+
+@pytest.mark.parametrize("script", RUNS)
+def test_the_designer_advantage_scale_is_the_papers(script):
+    """§6: scale = min(50, n_actor / n_env x R), n_actor the 192 (tool 4B: 256) agent plays of a step: 32 for games."""
+    run = RUNS[script]
+    config, _ = plan(script)
+    assert step_designer_scale(config, run.designs) == min(50.0, run.batch / run.designs * run.regen)
+    assert step_designer_scale(config, run.designs) == (32.0 if script.startswith("run_spade_games") else 50.0)
 
 
 def test_the_games_30b_budget_is_the_issues():

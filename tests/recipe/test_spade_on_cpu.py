@@ -76,9 +76,9 @@ def assert_regeneration_step(line: str) -> None:
     assert metric(line, "spade/propose/validity_rate") == 0.5  # one sample of each row admitted
     assert metric(line, "spade/propose/failure/syntax_error") == 2
     assert metric(line, "spade/designer/reward_mean") == -0.5  # (0 + penalty -1) / 2 per row
-    # centred per skill, times the auto scale min(50, 4 agent / 4 designer * regen_every 2) = 2
-    assert metric(line, "spade/designer/advantage_scale") == 2.0
-    assert metric(line, "spade/designer/advantage_abs_mean") == 1.0
+    # centred per skill (+-0.5), times the auto scale min(50, 4 rows x n 2 / 4 designs x regen_every 2) = 4
+    assert metric(line, "spade/designer/advantage_scale") == 4.0
+    assert metric(line, "spade/designer/advantage_abs_mean") == 2.0
     assert metric(line, "actor/grad_norm") > 0, "designer and agent samples entered the update"
     assert metric(line, "spade/solve/env_fault_rate") == 0.0
     assert 0.0 < metric(line, "spade/sandbox_time_share") <= 1.0

@@ -315,8 +315,9 @@ def test_every_turn_sample_gets_its_episodes_grpo_advantage_and_a_weight_of_one_
     for key in ["g_1_0", "g_2_0", "g_2_1", "g_2_2"]:
         assert adv[key].tolist() == pytest.approx([(0 - 1 / 3) / std] * L, rel=1e-4)
     assert adv["g_3_0"].abs().max() == 0 and adv["g_3_1"].abs().max() == 0
-    # the designer scale counts agent episodes (3 healthy), not their 9 turn rows: min(50, 3 / 2 x regen_every 4)
-    assert metrics["spade/designer/advantage_scale"] == 6.0
+    # the designer scale is the paper's, from the step's configured plays, never from the turn rows:
+    # min(50, train_batch_size 4 x n 4 / 2 designer samples x regen_every 4) = 32
+    assert metrics["spade/designer/advantage_scale"] == 32.0
     # seq-mean: a turn row weighs rows per mini-batch / (episodes per mini-batch x its episode's turns); k = 4 / 2
     rows_per_mini_batch, episodes = len(keys) // 2, 2 * 4
     for key, _, extra in rows:
