@@ -207,7 +207,10 @@ def test_six_steps_survive_faulty_hanging_crashing_and_duplicate_designs(tmp_pat
     # Step 2's designs: the oversized observation breaks the measurement plays, the hang times out in validation,
     # the broken code does not parse, and the duplicate of the good env is admitted again without an error.
     design = lines[3]
-    assert metric(design, "spade/propose/failure/timeout") >= 1
+    # The hang is rejected in validation: a timeout (its reset never answers). Once, on a loaded CI machine, it was
+    # reported as `crashed` (the worker died during the call) instead; still rejected and penalised, not admitted.
+    hang = [key for key in ("timeout", "crashed") if f"spade/propose/failure/{key}:" in design]
+    assert sum(metric(design, f"spade/propose/failure/{key}") for key in hang) >= 1, design
     assert metric(design, "spade/propose/failure/syntax_error") == 1
     assert metric(design, "spade/propose/failure/output_too_large") == 1
     assert metric(design, "spade/propose/validity_rate") == 0.25
