@@ -106,7 +106,8 @@ class SpadeTrainer(PPOTrainerSync):
                                 select_fields=["extra_fields"]).pop("extra_fields").tolist()  # fmt: skip
         real = [not tag.get("is_padding", False) for tag in batch.tags]
         excluded = [ok and bool(e.get("spade_excluded")) for e, ok in zip(extra, real)]
-        metrics["spade/excluded_samples"] = sum(excluded)
+        metrics["spade/excluded_samples"] = sum(excluded)  # rows: in thinking mode, one per turn
+        metrics["spade/excluded_episodes"] = sum(out and is_episode_row(e) for e, out in zip(extra, excluded))
         kept = [key for key, out in zip(batch.keys, excluded) if not out]
         written = {"advantages", "returns"}
         if kept:
@@ -243,7 +244,11 @@ def _fill_excluded(keys: list[str], partition_id: str, fields: set[str]) -> None
 
 def _dump_batch(run_dir: Path, step: int, batch: KVBatchMeta, extra: list, real: list, excluded: list,
                 padded: Any, advantages: torch.Tensor, weights: torch.Tensor | None = None) -> None:  # fmt: skip
-    """One JSON line per trained row (``spade.dump_batches``): what the update saw, for audits and tests."""
+    """One JSON line per trained row (``spade.dump_batches``): what the update saw, for audits and tests.
+
+    verl's padding rows copy every field of a real row (``extra_fields`` too), so their fields are dumped as None
+    (``e`` is empty for them): their loss weight was computed with one turn, not with the copied row's turns.
+    """
     mask = padded["response_mask"].bool()
     scores = padded["rm_scores"].sum(dim=-1).tolist()
     with (run_dir / "batches.jsonl").open("a", encoding="utf-8") as f:
@@ -253,7 +258,7 @@ def _dump_batch(run_dir: Path, step: int, batch: KVBatchMeta, extra: list, real:
             row = {"global_step": step, "key": key, "uid": key.rsplit("_", 2)[0], "padding": not real[i],
                    "role": e.get("spade_role"), "spade_step": e.get("spade_step"), "env_id": e.get("spade_env_id"),
                    "seed": e.get("spade_seed"), "excluded": bool(excluded[i]), "fault": e.get("spade_env_fault"),
-                   "turn": e.get("spade_turn"), "turns": e.get("spade_turns"),
+                   "turn": e.get("spade_turn"), "turns": e.get("spade_turns"),  # None on padding rows
                    "failure": e.get("spade_failure"), "score": scores[i], "trained_tokens": int(mask[i].sum()),
                    "advantage": float(values[0]) if len(values) else 0.0,
                    "advantage_abs_max": float(advantages[i].abs().max()),

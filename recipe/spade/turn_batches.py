@@ -77,6 +77,26 @@ def check_thinking_config(config: Any) -> None:
             "only verl's grpo scores an episode by its last turn sample (compute_advantage_for_multi_trajectories); "
             "any other estimator would treat every turn as an episode of its own"
         )
+    if config.algorithm.get("use_kl_in_reward"):
+        raise ValueError(
+            "spade.agent.thinking=true cannot use algorithm.use_kl_in_reward=true: verl's grpo scores an episode by "
+            "its last turn sample's token_level_rewards, so only the last turn's KL penalty would count; use "
+            "actor_rollout_ref.actor.use_kl_loss instead"
+        )
+    rollout_rs = (config.algorithm.get("rollout_correction") or {}).get("rollout_rs")
+    if rollout_rs:
+        raise ValueError(
+            f"spade.agent.thinking=true cannot use algorithm.rollout_correction.rollout_rs={rollout_rs!r}: rejection "
+            "sampling masks single turn samples, and a rejected last turn would give its whole episode advantage 0 "
+            "while its score stays in the group baseline; leave rollout_rs unset (null)"
+        )
+    sync_step = int(((config.trainer.get("v1") or {}).get("sync") or {}).get("parameter_sync_step", 1) or 1)
+    if sync_step > 1:
+        raise ValueError(
+            f"spade.agent.thinking=true needs trainer.v1.sync.parameter_sync_step=1, got {sync_step}: each update "
+            "would see train_batch_size / parameter_sync_step prompts, while the mini-batch count and the turn "
+            "weights assume the whole train_batch_size"
+        )
     mini_batches(config)
     actor = config.actor_rollout_ref.actor
     if actor.loss_agg_mode not in (*SEQ_MEAN_MODES, "token-mean", "token-sum"):

@@ -10,6 +10,12 @@ turn becomes its own sample: prompt = that rendering, response = the turn's gene
 log-probs. ``rollout.response_length`` then bounds one turn, and ``rollout.prompt_length`` the rendered history: an
 episode whose history no longer fits ends there, as a length truncation (outcome 0 unless the env had ended it).
 
+The env acts only on the answer, the part of a turn after its last ``</think>`` (verl's tool parser reads only that
+part too), so a draft command or tool call inside the reasoning is never executed. A turn without a ``</think>``, or
+one that did not end on its own (cut at the turn budget, aborted), ends the episode as a length truncation with no env
+step: it stays a trained sample, the outcome is 0, and the episode does not count as ended by the env. A turn that
+generated nothing is no sample (verl would read its advantage off an all-masked row) and ends the episode there.
+
 Env handling is ``play.py``'s (one rule for failures, one request id per episode for verl's sticky routing).
 """
 
@@ -28,7 +34,10 @@ from spade_envs.episode import observation_hash
 from spade_envs.prompts import agent_messages
 from spade_envs.sandbox import AsyncSandboxEnv, WorkerPool
 
-__all__ = ["play_turns", "render_history", "thinking_builder"]
+__all__ = ["THINK_END", "play_turns", "render_history", "thinking_builder"]
+
+#: closes a turn's reasoning; the env acts (and the tool parser reads) only on what follows the last one
+THINK_END = "</think>"
 
 
 def thinking_builder(loop: Any) -> Any:
@@ -60,6 +69,32 @@ def _without_special_tokens(tokenizer: Any, message: dict[str, Any]) -> dict[str
     return {**message, "content": content}
 
 
+def _ended(tokenizer: Any, out: Any, max_tokens: int) -> bool:
+    """Whether a turn ended on its own: not aborted, and not cut at ``max_tokens``.
+
+    vLLM reports a length stop as ``completed``, so a turn that used its whole budget counts as cut unless its last
+    token is a special token (the EOS).
+    """
+    if out.stop_reason in ("length", "aborted", "abort"):
+        return False
+    return len(out.token_ids) < max_tokens or int(out.token_ids[-1]) in set(tokenizer.all_special_ids)
+
+
+def _split_turn(text: str) -> tuple[str, str]:
+    """``(reasoning through the last </think>, the answer after it)``; the text must contain ``</think>``."""
+    reasoning, answer = text.rsplit(THINK_END, 1)
+    return reasoning + THINK_END, answer
+
+
+def _answer_ids(tokenizer: Any, token_ids: list[int], answer: str) -> list[int]:
+    """The tokens after the last ``</think>`` (for verl's tool parser), re-encoded if ``</think>`` is no token run."""
+    end = tokenizer.encode(THINK_END, add_special_tokens=False)
+    for i in range(len(token_ids) - len(end), -1, -1):
+        if list(token_ids[i : i + len(end)]) == end:
+            return list(token_ids[i + len(end) :])
+    return tokenizer.encode(answer, add_special_tokens=False)
+
+
 async def play_turns(
     loop: Any,
     pool: WorkerPool,
@@ -84,7 +119,7 @@ async def play_turns(
     sandbox = _SandboxClock()
     env: AsyncSandboxEnv | None = None
     samples: list[TurnSample] = []
-    reward, terminated, truncated, fault, overflow = 0.0, False, False, None, False
+    reward, terminated, truncated, fault, overflow, cut = 0.0, False, False, None, False, False
     first_obs = ""
     versions: list[dict[str, Any]] = []
     request_id = uuid.uuid4().hex
@@ -102,11 +137,19 @@ async def play_turns(
                 break
             params = {**sampling_params, "max_tokens": turn_cap}
             out = await loop.server_manager.generate(request_id=request_id, prompt_ids=prompt, sampling_params=params)
+            if not out.token_ids:  # nothing generated: no sample (it would carry no advantage), and no env step
+                break
             versions.append(out.extra_fields)
             samples.append(TurnSample(prompt, list(out.token_ids), list(out.log_probs) if out.log_probs else None))
             text = loop.tokenizer.decode(out.token_ids, skip_special_tokens=True)
-            assistant, result = await _act(env, text, out.token_ids, tools, tool_parser, sandbox)
+            if THINK_END not in text or not _ended(loop.tokenizer, out, turn_cap):
+                cut = True  # cut off mid-thought (or mid-answer): trained, but the env never sees a draft
+                break
+            reasoning, answer = _split_turn(text)
+            assistant, result = await _act(env, answer, _answer_ids(loop.tokenizer, out.token_ids, answer), tools,
+                                           tool_parser, sandbox)  # fmt: skip
             obs, reward, terminated, truncated, _ = result
+            assistant = {**assistant, "content": reasoning + (assistant.get("content") or "")}  # the template strips it
             messages.append(_without_special_tokens(loop.tokenizer, assistant))
             if terminated or truncated:
                 break
@@ -135,7 +178,7 @@ async def play_turns(
         outcome=0.0 if fault else outcome_reward(reward, terminated, truncated or not terminated),
         turns=len(samples),
         fault=fault,
-        truncated_by_length=overflow,
+        truncated_by_length=overflow or cut,
         terminated=bool(terminated) and not fault,
         sandbox_s=sandbox.seconds,
         wall_s=wall,
