@@ -72,12 +72,15 @@ def _without_special_tokens(tokenizer: Any, message: dict[str, Any]) -> dict[str
 def _ended(tokenizer: Any, out: Any, max_tokens: int) -> bool:
     """Whether a turn ended on its own: not aborted, and not cut at ``max_tokens``.
 
-    vLLM reports a length stop as ``completed``, so a turn that used its whole budget counts as cut unless its last
-    token is a special token (the EOS).
+    A turn whose last token is a special token (the EOS) ended on its own, even at the budget (verl's server then
+    says ``length``). Otherwise vLLM reports a length stop as ``completed``, so a turn that used its whole budget
+    counts as cut.
     """
-    if out.stop_reason in ("length", "aborted", "abort"):
+    if out.stop_reason in ("aborted", "abort"):
         return False
-    return len(out.token_ids) < max_tokens or int(out.token_ids[-1]) in set(tokenizer.all_special_ids)
+    if int(out.token_ids[-1]) in set(tokenizer.all_special_ids):
+        return True
+    return out.stop_reason != "length" and len(out.token_ids) < max_tokens
 
 
 def _split_turn(text: str) -> tuple[str, str]:

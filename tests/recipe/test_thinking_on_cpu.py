@@ -243,6 +243,22 @@ def test_a_turn_cut_off_ends_the_episode_truncated_with_no_env_step(tokenizer, s
     assert len(out) == 1 and set(out[0].response_mask) == {1}
 
 
+def test_a_turn_ended_on_its_own_only_if_it_closed_with_the_eos_or_stopped_short_of_its_budget(tokenizer):
+    from types import SimpleNamespace
+
+    from recipe.spade.turns import _ended
+
+    eos, word = tokenizer.eos_token_id, tokenizer.encode("ok", add_special_tokens=False)[-1]
+
+    def out(ids, stop="completed"):
+        return SimpleNamespace(token_ids=ids, stop_reason=stop)
+
+    assert _ended(tokenizer, out([word, eos]), 2) and _ended(tokenizer, out([word, eos], "length"), 2)
+    assert _ended(tokenizer, out([word]), 2), "stopped short of its budget (a stop string)"
+    assert not _ended(tokenizer, out([word, word]), 2), "vLLM says completed for a length stop"
+    assert not _ended(tokenizer, out([word], "length"), 2) and not _ended(tokenizer, out([word, eos], "aborted"), 2)
+
+
 def test_an_empty_generation_is_no_sample_and_ends_the_episode(tokenizer, sandbox, env_steps):
     episode, calls = play(tokenizer, sandbox, builtin_source("SequenceOracleEnv"), [REPLIES[0], None, REPLIES[2]],
                           max_turns=3, turn_tokens=40)  # fmt: skip
