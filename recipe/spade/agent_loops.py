@@ -153,7 +153,7 @@ class SpadeEnvAgentLoop(_SpadeLoop):
         extra = {"spade_role": "agent", "spade_env_id": task["env_id"], "spade_skill": task["skill"],
                  "spade_step": step, "spade_seed": task["seed"], "spade_outcome": episode.outcome,
                  "spade_env_fault": episode.fault or "", "spade_excluded": episode.fault is not None or filtered,
-                 "spade_compact_filtered": filtered,
+                 "spade_compact_filtered": filtered, "spade_truncated_by_length": bool(episode.truncated_by_length),
                  "spade_sandbox_s": episode.sandbox_s, "spade_wall_s": episode.wall_s, **episode.info}  # fmt: skip
         if not episode.samples:
             return self._output(episode.prompt_ids, episode.response_ids, mask, episode.response_logprobs,

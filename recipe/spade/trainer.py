@@ -287,6 +287,10 @@ def role_metrics(extra: list[dict[str, Any]], scores: list[float], real: list[bo
     agents = [e for e, _ in rows if e.get("spade_role") == "agent"]
     if agents:
         metrics["spade/agent/env_fault_rate"] = float(np.mean([bool(e.get("spade_env_fault")) for e in agents]))
+        # episodes cut by a length limit (turn tokens, the response or, in thinking mode, the prompt's history)
+        metrics["spade/agent/truncated_by_length_rate"] = float(
+            np.mean([bool(e.get("spade_truncated_by_length")) for e in agents])
+        )
     measured = [e["spade_measure"] for e, _ in rows if e.get("spade_role") == "designer" and e.get("spade_measure")]
     if measured:
         win_rates = [float(np.mean(m["no_hint"])) for m in measured]

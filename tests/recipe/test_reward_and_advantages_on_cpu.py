@@ -129,15 +129,18 @@ def test_designer_scale_auto_up_weights_the_few_designer_samples():
 
 def test_role_metrics_split_rewards_by_role_and_skip_padding():
     extra = [
-        {"spade_role": "agent", "spade_env_fault": "", "spade_sandbox_s": 1.0, "spade_wall_s": 4.0},
+        {"spade_role": "agent", "spade_env_fault": "", "spade_sandbox_s": 1.0, "spade_wall_s": 4.0,
+         "spade_truncated_by_length": True},
         {"spade_role": "agent", "spade_env_fault": "env_crashed", "spade_sandbox_s": 1.0, "spade_wall_s": 4.0},
         designer([0.5, 0.5], [1.0, 1.0]) | {"spade_sandbox_s": 3.0},
-        {"spade_role": "agent", "spade_env_fault": "", "spade_sandbox_s": 9.0, "spade_wall_s": 9.0},
-    ]
+        {"spade_role": "agent", "spade_env_fault": "", "spade_sandbox_s": 9.0, "spade_wall_s": 9.0,
+         "spade_truncated_by_length": True},
+    ]  # fmt: skip
     metrics = role_metrics(extra, [1.0, 0.0, 0.8, 5.0], [True, True, True, False], designer_reward_config(config()))
     assert metrics["spade/agent/samples"] == 2 and metrics["spade/agent/reward_mean"] == 0.5
     assert metrics["spade/designer/samples"] == 1 and metrics["spade/designer/reward_mean"] == pytest.approx(0.8)
     assert metrics["spade/agent/env_fault_rate"] == 0.5
+    assert metrics["spade/agent/truncated_by_length_rate"] == 0.5  # the padding row's flag is not counted
     assert metrics["spade/designer/plateau_mean"] == 1.0
     assert metrics["spade/sandbox_time_share"] == 0.25
     assert metrics["spade/designer/sandbox_s_mean"] == 3.0

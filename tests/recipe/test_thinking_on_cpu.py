@@ -342,6 +342,7 @@ def test_a_turn_cut_mid_thought_counts_as_not_ended_by_the_env(tmp_path, tokeniz
                              LocalPool(builtin_source("TripBookingEnv"), "tool_use"), monkeypatch, "agent")  # fmt: skip
     assert len(outs) == 1 and outs[0].extra_fields["spade_compact_filtered"] and outs[0].extra_fields["spade_excluded"]
     assert outs[0].extra_fields["spade_outcome"] == 0.0
+    assert outs[0].extra_fields["spade_truncated_by_length"] is True  # counted in spade/agent/truncated_by_length_rate
 
 
 def test_the_designer_does_not_think_but_its_measurement_plays_do(tmp_path, tokenizer, monkeypatch):
