@@ -2,25 +2,19 @@
 
 Each case is a plain env source an LLM could write, fed as the agent's env (via the pool) and as the designer's
 design; the loop must return a sample verl can store, masked and tagged (agent) or with a failure code and a
-penalty (designer). The harness is copied from ``test_failure_rule_on_cpu.py`` (tests/ modules cannot import each
-other).
+penalty (designer). The harness (tiny tokenizer, scripted server, local env pool, loop runner) is
+``test_failure_rule_on_cpu.py``'s, with short sandbox timeouts.
 """
 
-import asyncio
-from pathlib import Path
-
 import pytest
-from hydra import compose, initialize_config_dir
+from test_failure_rule_on_cpu import LocalPool, Server, run_loop
+from test_failure_rule_on_cpu import spade_config as _spade_config
 from transformers import AutoTokenizer
-from verl.experimental.agent_loop.agent_loop import DictConfigWrap
-from verl.utils.dataset.rl_dataset import RLHFDataset
-from verl.workers.rollout.replica import TokenOutput
 
 import recipe.spade.agent_loops as loops
 from recipe.spade.cpu.tiny_model import build_tiny_qwen3
 from recipe.spade.reward_manager import designer_reward_config, score_sample
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "recipe" / "spade" / "config"
 FAST = ("spade.sandbox.soft_timeout_s=1", "spade.sandbox.call_timeout_s=3")
 
 
@@ -30,82 +24,7 @@ def tokenizer(tmp_path_factory):
 
 
 def spade_config(tmp_path, setting="games", *extra):
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
-        cfg = compose(
-            config_name="spade_trainer",
-            overrides=[f"spade.setting={setting}", "spade.fixed_env.enable=true", f"spade.run_dir={tmp_path}",
-                       "spade.plays_per_arm=2", "spade.max_turns=3", "spade.turn_tokens=256",
-                       "spade.designer.max_tokens=16384", "spade.hint.max_tokens=64", "spade.sandbox.pool_size=1",
-                       "actor_rollout_ref.rollout.response_length=16384",
-                       "actor_rollout_ref.rollout.prompt_length=8192", *FAST, *extra],
-        )  # fmt: skip
-    return cfg
-
-
-class Server:
-    """``server_manager``: designer prompts get ``design``, hint prompts a fixed hint, agent turns ``agent``."""
-
-    def __init__(self, tokenizer, design: str, agent: list[str], audit: str = "\\boxed{yes}") -> None:
-        self.tokenizer, self.design, self.agent, self.turn, self.audit = tokenizer, design, agent, 0, audit
-
-    async def generate(self, request_id, *, prompt_ids, sampling_params, **_):
-        prompt = self.tokenizer.decode(prompt_ids[-300:])
-        if "holding the complete module" in prompt:
-            text = self.design
-        elif "if the task can be completed" in prompt:
-            text = self.audit
-        elif "Reply with the hint text only" in prompt:
-            text = "Work one step at a time."
-        else:
-            text = self.agent[self.turn % len(self.agent)]
-            self.turn += 1
-        ids = self.tokenizer.encode(text, add_special_tokens=False)[: sampling_params["max_tokens"] - 1]
-        ids.append(self.tokenizer.eos_token_id)
-        logps = [-0.5] * len(ids) if sampling_params.get("logprobs") else None
-        return TokenOutput(token_ids=ids, log_probs=logps, extra_fields={"global_steps": 1})
-
-
-class LocalPool:
-    """The env pool actor's interface (``actor.method.remote(...)`` awaited), answered locally."""
-
-    def __init__(self, source: str, setting: str) -> None:
-        self.source, self.setting, self.plays, self.designs = source, setting, [], []
-
-    def __getattr__(self, name):
-        async def call(*args):
-            return getattr(self, f"_{name}")(*args)
-
-        return type("Method", (), {"remote": staticmethod(call)})
-
-    def _agent_task(self, step, slot):
-        return {"env_id": "e1", "source": self.source, "setting": self.setting, "seed": 5, "skill": "x", "step": step}
-
-    def _record_play(self, *args):
-        self.plays.append(args)
-
-    def _designer_task(self, step, slot):
-        content = "Design: end with one block holding the complete module, and write nothing after it."
-        return {"setting": self.setting, "skill": "logical_deduction", "doc_id": None,
-                "messages": [{"role": "user", "content": content}]}  # fmt: skip
-
-    def _register_design(self, step, outcome):
-        self.designs.append(outcome)
-
-
-def run_loop(cls, cfg, tokenizer, server, pool, monkeypatch, role):
-    monkeypatch.setattr(loops, "_env_pool", lambda spade: pool)
-    asyncio.set_event_loop(asyncio.new_event_loop())
-    loop = cls(DictConfigWrap(cfg), server, tokenizer, None, RLHFDataset, DictConfigWrap(cfg.data),
-               hf_model_type="qwen3")  # fmt: skip
-    params = {"temperature": 1.0, "top_p": 1.0, "logprobs": True}
-    try:
-        out = loop.loop.run_until_complete(loop.run(params, extra_info={"role": role, "step": 0, "slot": 0}))
-    finally:
-        loop.loop.close()
-        asyncio.set_event_loop(None)
-    out.as_dict()
-    assert len(out.response_ids) == len(out.response_mask) == len(out.response_logprobs) >= 1
-    return out
+    return _spade_config(tmp_path, setting, *FAST, *extra)
 
 
 def env(reset="return 'Say go.', {}", step="return 'ok', 1.0, True, False, {}", head="", init="pass",
