@@ -55,20 +55,9 @@ SAVE_FREQ=${SAVE_FREQ:-16}
 KEEP_CKPTS=${KEEP_CKPTS:-2}
 
 CONFIG_NAME=spade_trainer
+spade_recipe_overrides
 OVERRIDES=(
-    spade.setting="$SETTING" spade.corpus="$CORPUS" spade.corpus_words="$CORPUS_WORDS" spade.run_dir="$RUN_DIR/spade"
-    spade.regen_every="$REGEN_EVERY" spade.envs_per_regen="$ENVS_PER_REGEN" spade.agent_rows_per_step="$AGENT_ROWS"
-    spade.plays_per_arm="$PLAYS_PER_ARM" spade.max_turns="$MAX_TURNS" spade.turn_tokens="$TURN_TOKENS"
-    spade.skills.names="$SKILL_NAMES" spade.skills.active_per_regen="$ACTIVE_SKILLS"
-    spade.designer.grounding="$GROUNDING" spade.designer.train="$DESIGNER_TRAIN"
-    spade.designer.max_tokens="$DESIGNER_TOKENS" spade.hint.max_tokens="$HINT_TOKENS"
-    spade.memory.enable="$MEMORY" spade.memory.capacity=200
-    spade.audit.enable="$AUDIT" spade.agent.compact_filter="$COMPACT_FILTER"
-    reward.reward_kwargs.designer.variant="$REWARD_VARIANT" reward.reward_kwargs.designer.lp_slow_ema=0.85
-    spade.learning_potential.fast_ema=0.98
-    data.train_batch_size="$ROWS_PER_STEP"
-    data.max_prompt_length="$MAX_PROMPT" data.max_response_length="$MAX_RESPONSE" data.filter_overlong_prompts=false
-    "$THINKING_OVERRIDE" ++data.apply_chat_template_kwargs.enable_thinking="$ENABLE_THINKING"
+    "${SPADE_OVERRIDES[@]}"
     actor_rollout_ref.model.path="$MODEL_PATH" actor_rollout_ref.model.enable_gradient_checkpointing=true
     algorithm.adv_estimator=grpo algorithm.norm_adv_by_std_in_grpo=false algorithm.use_kl_in_reward=false
     $(spade_kl_overrides "$KL")
