@@ -7,6 +7,7 @@ without GPU training. Retries transient failures (connection errors, 429, 5xx) w
 from __future__ import annotations
 
 import json
+import re
 import time
 import urllib.error
 import urllib.request
@@ -15,11 +16,34 @@ from typing import Any
 
 from spade_envs.errors import SpadeEnvError
 
-__all__ = ["ChatClient", "ChatError", "ChatResult"]
+__all__ = ["ChatClient", "ChatError", "ChatRefused", "ChatResult", "context_room"]
+
+#: vLLM's (and OpenAI's) context-length refusals: the window, and the prompt's tokens in one of two wordings.
+_CONTEXT = re.compile(r"maximum context length is (\d+)")
+_PROMPT = re.compile(r"(\d+) in the messages|request has (\d+) input tokens|(\d+) input tokens")
 
 
 class ChatError(SpadeEnvError):
     """The endpoint failed or answered something that is not a chat completion."""
+
+
+class ChatRefused(ChatError):
+    """The endpoint refused this request (HTTP 4xx other than 429): retrying the same request cannot succeed.
+
+    A context-length 400 is the common case: the prompt plus ``max_tokens`` exceed the served window.
+    """
+
+    def __init__(self, message: str, status: int, detail: str) -> None:
+        super().__init__(message)
+        self.status, self.detail = status, detail
+
+
+def context_room(detail: str) -> int | None:
+    """Tokens left for the completion according to a context-length refusal's text, or ``None`` if it says none."""
+    window, prompt = _CONTEXT.search(detail), _PROMPT.search(detail)
+    if window is None or prompt is None:
+        return None
+    return int(window.group(1)) - int(next(g for g in prompt.groups() if g is not None))
 
 
 @dataclass(frozen=True)
@@ -51,12 +75,23 @@ class ChatClient:
         max_tokens: int = 4096,
         tools: list[dict[str, Any]] | None = None,
     ) -> ChatResult:
-        """One chat completion. Raises :class:`ChatError` once retries are exhausted."""
+        """One chat completion. Raises :class:`ChatError` once retries are exhausted.
+
+        A context-length refusal that states the room left is retried once with ``max_tokens`` shrunk to that room
+        (as BFCL's runner caps a call at ``min(max_tokens, context - prompt)``); any other refusal, or one with no
+        room left, raises :class:`ChatRefused`.
+        """
         body: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": temperature,
                                 "top_p": top_p, "max_tokens": max_tokens}  # fmt: skip
         if tools:
             body["tools"] = tools
-        payload = self._post(body)
+        try:
+            payload = self._post(body)
+        except ChatRefused as exc:
+            room = context_room(exc.detail)
+            if room is None or not 0 < room < max_tokens:
+                raise
+            payload = self._post({**body, "max_tokens": room})
         try:
             choice = payload["choices"][0]
             message = choice["message"]
@@ -87,10 +122,11 @@ class ChatClient:
                     return json.loads(response.read().decode("utf-8"))
             except urllib.error.HTTPError as exc:
                 with exc:  # the error holds the open response; close it either way
-                    detail = exc.read().decode("utf-8", "replace")[:300]
-                last = ChatError(f"HTTP {exc.code}: {detail}")
+                    detail = exc.read().decode("utf-8", "replace")[:1000]
+                last = ChatError(f"HTTP {exc.code}: {detail[:300]}")
                 if exc.code != 429 and exc.code < 500:
-                    raise ChatError(f"{self.url} refused the request: HTTP {exc.code}: {detail}") from exc
+                    message = f"{self.url} refused the request: HTTP {exc.code}: {detail[:300]}"
+                    raise ChatRefused(message, exc.code, detail) from exc
             except (urllib.error.URLError, TimeoutError, ConnectionError, json.JSONDecodeError) as exc:
                 last = exc
             if attempt < self.max_retries:

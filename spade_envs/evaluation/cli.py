@@ -151,6 +151,12 @@ def _evaluate(
             print(f"spade-eval: {name}: {run.error}", file=sys.stderr)
             continue
         runs.append(run)
+        if run.set_aside:
+            print(
+                f"spade-eval: {name}: set aside {run.set_aside} sample(s) of an earlier run under another protocol "
+                f"(moved to {args.out / 'set_aside' / (name + '.jsonl')}); they are scored again",
+                file=sys.stderr,
+            )
         if run.interrupted:
             interrupted = True
             print(f"spade-eval: interrupted ({run.interrupted}); the report covers what finished", file=sys.stderr)

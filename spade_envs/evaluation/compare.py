@@ -9,7 +9,9 @@ in each draw. Seeded, so a table is reproducible.
 
 Comparing runs under different protocols would report a difference that training did not make, so differing
 sampling, data checksums, Reasoning-Gym split or other protocol provenance is refused (:class:`CompareError`)
-unless ``allow_mismatch``; then, and for differing package versions, the table carries a note.
+unless ``allow_mismatch``; then, and for differing package versions, the table carries a note. The samples are
+checked too, not only the headers: each carries its protocol's fingerprint, and a sample whose stamp is not the one
+its ``results.json`` reports (or a run written before samples were stamped) is refused the same way.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from spade_envs.errors import SpadeEnvError
+from spade_envs.evaluation.protocol import RUN_KEYS, VERSION_KEYS
 from spade_envs.evaluation.records import SampleRecord
 
 __all__ = ["EIGHT", "CompareError", "Comparison", "Row", "compare_runs", "format_comparison", "paired_bootstrap"]
@@ -33,9 +36,6 @@ EIGHT = {"aime25": "AIME-25", "aime26": "AIME-26", "gpqa_diamond": "GPQA-Diamond
 TOOL = {"bfcl_multi_turn": "BFCL-v4 MT", "acebench_agent": "ACEBench-Agent", "bfcl_non_live": "BFCL-v4 non-live",
         "bfcl_live": "BFCL-v4 live"}  # fmt: skip
 AVERAGE = "Average (8)"
-#: Provenance keys that vary between runs without changing the protocol, and those that are package versions.
-_RUN_KEYS = {"failed_tasks", "redrawn", "acebench_root"}
-_VERSION_KEYS = {"reasoning_gym", "bfcl_eval", "acebench_commit"}
 
 
 class CompareError(SpadeEnvError):
@@ -87,6 +87,26 @@ def _read_run(path: Path) -> tuple[dict[str, Any], dict[str, dict[tuple[str, int
     return results, records
 
 
+def record_differences(side: str, results: dict[str, Any], records: dict[str, dict[tuple[str, int], SampleRecord]]
+                       ) -> list[str]:  # fmt: skip
+    """Where a run's samples were not made under the protocol its ``results.json`` reports for them."""
+    found: list[str] = []
+    for name, suite in results.get("suites", {}).items():
+        expected = suite.get("protocol_sha256")
+        mine = records.get(name, {}).values()
+        if not mine:
+            continue
+        if not expected:
+            found.append(f"{name}: the {side} run's results.json names no protocol (written before samples were "
+                         "stamped), so its samples cannot be checked")  # fmt: skip
+            continue
+        other = sum(r.protocol != expected for r in mine)
+        if other:
+            found.append(f"{name}: {other} of {len(mine)} samples in the {side} run's {name}.jsonl were made under "
+                         "another protocol than its results.json reports")  # fmt: skip
+    return found
+
+
 def protocol_differences(base: dict[str, Any], run: dict[str, Any]) -> tuple[list[str], list[str]]:
     """``(protocol differences, other notes)`` between two ``results.json`` payloads, per shared suite."""
     refuse: list[str] = []
@@ -100,10 +120,10 @@ def protocol_differences(base: dict[str, Any], run: dict[str, Any]) -> tuple[lis
             refuse.append(f"{name}: data checksums differ")
         bp, rp = b.get("provenance", {}), r.get("provenance", {})
         for key in sorted(set(bp) | set(rp)):
-            if key in _RUN_KEYS or bp.get(key) == rp.get(key):
+            if key in RUN_KEYS or bp.get(key) == rp.get(key):
                 continue
             what = f"{name}: {key} differs (base {_short(bp.get(key))}, run {_short(rp.get(key))})"
-            (notes if key in _VERSION_KEYS else refuse).append(what)
+            (notes if key in VERSION_KEYS else refuse).append(what)
     for only, side in (
         (set(base["suites"]) - set(run["suites"]), "base"),
         (set(run["suites"]) - set(base["suites"]), "run"),
@@ -189,6 +209,7 @@ def compare_runs(base_dir: Path, run_dir: Path, *, allow_mismatch: bool = False,
     base, base_records = _read_run(base_dir)
     run, run_records = _read_run(run_dir)
     refuse, notes = protocol_differences(base, run)
+    refuse += record_differences("base", base, base_records) + record_differences("run", run, run_records)
     if refuse and not allow_mismatch:
         raise CompareError("the runs used different protocols; refusing to compare them (--allow-mismatch compares "
                            "anyway and notes it):\n  " + "\n  ".join(refuse))  # fmt: skip

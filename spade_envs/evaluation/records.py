@@ -65,7 +65,11 @@ class Item:
 
 @dataclass(frozen=True)
 class SampleRecord:
-    """One scored sample: ``score`` in [0, 1], ``pred`` the extracted answer, ``response`` the (capped) text."""
+    """One scored sample: ``score`` in [0, 1], ``pred`` the extracted answer, ``response`` the (capped) text.
+
+    ``protocol`` is the fingerprint of the protocol it was made under (:mod:`~spade_envs.evaluation.protocol`);
+    empty in lines written before samples were stamped, which no protocol reuses.
+    """
 
     suite: str
     item_id: str
@@ -74,6 +78,7 @@ class SampleRecord:
     pred: str = ""
     response: str = ""
     detail: dict[str, Any] = field(default_factory=dict)
+    protocol: str = ""
 
     @property
     def key(self) -> tuple[str, int]:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from spade_envs.evaluation.protocol import fingerprint
 from spade_envs.evaluation.runner import SuiteRun
 
 __all__ = ["PACKAGES", "format_table", "package_versions", "write_reports"]
@@ -37,13 +38,14 @@ def _short(why: str, limit: int = 100) -> str:
 def _status(run: SuiteRun) -> str:
     if run.error is not None:
         return f"not run: {_short(run.error)}"
+    counted = [f"{run.scorer_timeouts} scorer timeouts"] if run.scorer_timeouts else []
+    counted += [f"{run.inference_errors} inference errors"] if run.inference_errors else []
     if run.complete and not run.failures:
-        return "ok" + (f" ({run.scorer_timeouts} scorer timeouts)" if run.scorer_timeouts else "")
+        return "ok" + (f" ({', '.join(counted)})" if counted else "")
     notes = [f"{len(run.failures)} failed"] if run.failures else []
     if run.interrupted:
         notes.append(f"interrupted by {run.interrupted}")
-    if run.scorer_timeouts:
-        notes.append(f"{run.scorer_timeouts} scorer timeouts")
+    notes += counted
     return f"incomplete ({', '.join(notes) or 'samples missing'})"
 
 
@@ -90,9 +92,13 @@ def write_reports(
             "error": run.error,
             "interrupted": run.interrupted,
             "scorer_timeouts": run.scorer_timeouts,
+            "inference_errors": run.inference_errors,
             "failures": run.failures[:50],
             "failed_samples": len(run.failures),
             "resumed_samples": run.resumed,
+            "set_aside_samples": run.set_aside,
+            "protocol": run.protocol,
+            "protocol_sha256": fingerprint(run.protocol) if run.protocol else None,
             "sampling": run.sampling.to_dict(),
             "data_sha256": run.suite.checksums(),
             "provenance": run.suite.provenance,

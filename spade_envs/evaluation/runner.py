@@ -19,14 +19,15 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from spade_envs.errors import SpadeEnvError
+from spade_envs.evaluation.protocol import fingerprint, suite_protocol
 from spade_envs.evaluation.records import Item, SampleRecord, Sampling
 from spade_envs.evaluation.suite import Suite
-from spade_envs.llm import ChatClient, ChatError
+from spade_envs.llm import ChatClient, ChatError, ChatRefused
 
 __all__ = ["ResultStore", "SuiteRun", "run_suite"]
 
@@ -36,17 +37,29 @@ MAX_FAILURES = 200
 
 
 class ResultStore:
-    """``<out>/<suite>.jsonl``: the scored samples of one suite, read back on start, appended to as they finish."""
+    """``<out>/<suite>.jsonl``: the scored samples of one suite, read back on start, appended to as they finish.
 
-    def __init__(self, path: Path) -> None:
+    With ``protocol`` (a fingerprint), lines made under any other protocol are set aside on start: moved to
+    ``<out>/set_aside/<suite>.jsonl`` and counted in ``set_aside``, so a rerun never mixes two protocols.
+    """
+
+    def __init__(self, path: Path, protocol: str | None = None) -> None:
         self.path = path
+        self.protocol = protocol
         self.records: dict[tuple[str, int], SampleRecord] = {}
         self.dropped_lines = 0
+        self.set_aside = 0
         if path.exists():
             self._read()
         self._lock = threading.Lock()
 
+    @property
+    def set_aside_path(self) -> Path:
+        """Where lines of other protocols go."""
+        return self.path.parent / "set_aside" / self.path.name
+
     def _read(self) -> None:
+        other: list[str] = []
         with open(self.path, encoding="utf-8") as handle:
             for line in handle:
                 try:
@@ -54,8 +67,16 @@ class ResultStore:
                 except (json.JSONDecodeError, KeyError, TypeError):
                     self.dropped_lines += 1  # the half-written last line of a killed run
                     continue
+                if self.protocol is not None and record.protocol != self.protocol:
+                    other.append(line if line.endswith("\n") else line + "\n")
+                    continue
                 self.records[record.key] = record
-        if self.dropped_lines:  # rewrite without the broken line(s) so later appends start on a fresh line
+        self.set_aside = len(other)
+        if other:
+            self.set_aside_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.set_aside_path, "a", encoding="utf-8") as handle:
+                handle.writelines(other)
+        if self.dropped_lines or other:  # rewrite without them, so later appends start on a fresh line
             tmp = self.path.with_suffix(".jsonl.tmp")
             tmp.write_text("".join(json.dumps(r.to_json()) + "\n" for r in self.records.values()), encoding="utf-8")
             tmp.replace(self.path)
@@ -87,12 +108,21 @@ class SuiteRun:
     error: str | None = None
     #: ``KeyboardInterrupt`` / ``SystemExit(...)`` when the run was stopped part-way, else ``None``.
     interrupted: str | None = None
+    #: The protocol the records were made under (:func:`~spade_envs.evaluation.protocol.suite_protocol`).
+    protocol: dict[str, Any] = field(default_factory=dict)
+    #: Lines of an earlier run under another protocol, moved out of the suite's file instead of reused.
+    set_aside: int = 0
 
     @property
     def complete(self) -> bool:
         """Whether every planned sample was scored (and nothing failed outside the samples)."""
         planned = len(self.items) * self.sampling.n_samples
         return self.error is None and self.interrupted is None and planned > 0 and len(self.records) == planned
+
+    @property
+    def inference_errors(self) -> int:
+        """Samples counted wrong because the endpoint refused the request (``detail.inference_error``)."""
+        return sum(bool(r.detail.get("inference_error")) for r in self.records)
 
     @property
     def scorer_timeouts(self) -> int:
@@ -146,8 +176,10 @@ def run_suite(
     """Score every ``(item, sample)`` of ``suite`` not yet in ``<out_dir>/<suite>.jsonl`` and aggregate them all.
 
     Never raises for what the suite or the model does (see the module docstring); only bad arguments raise
-    ``ValueError``. A sample that failed (endpoint error, or an exception in the suite's code) is listed in
-    ``failures`` and not recorded, so a rerun retries it.
+    ``ValueError``. A sample that failed (the endpoint unreachable or failing after its retries, or an exception in
+    the suite's code) is listed in ``failures`` and not recorded, so a rerun retries it. A request the endpoint
+    refuses (HTTP 4xx, such as a prompt over the context length) would fail the same way on every rerun: it is
+    recorded as a wrong answer with ``detail.inference_error``.
 
     Args:
         suite: the benchmark.
@@ -172,7 +204,16 @@ def run_suite(
         log.debug("suite %s failed to load", suite.name, exc_info=True)
         _close(suite, [])
         return SuiteRun(suite, sampling, [], [], {}, error=_describe(exc))
-    store = ResultStore(out_dir / f"{suite.name}.jsonl")
+    try:
+        protocol = suite_protocol(suite, sampling, client.model)
+    except Exception as exc:  # noqa: BLE001 (an unreadable data file: reported like a suite that cannot load)
+        _close(suite, [])
+        return SuiteRun(suite, sampling, [], [], {}, error=_describe(exc))
+    stamp = fingerprint(protocol)
+    store = ResultStore(out_dir / f"{suite.name}.jsonl", stamp)
+    if store.set_aside:
+        log.warning("%s: set aside %d sample(s) made under another protocol (moved to %s)", suite.name,
+                    store.set_aside, store.set_aside_path)  # fmt: skip
     wanted = {(item.id, k) for item in items for k in range(sampling.n_samples)}
     resumed = len(wanted & store.records.keys())
     pending = [(item, k) for item in items for k in range(sampling.n_samples) if (item.id, k) not in store.records]
@@ -190,7 +231,9 @@ def run_suite(
         """Play, score and store one sample; every exception becomes a failure of this sample."""
         key = (item.id, sample)
         try:
-            record = suite.run_sample(client, item, sample, sampling)
+            record = replace(suite.run_sample(client, item, sample, sampling), protocol=stamp)
+        except ChatRefused as exc:  # retrying cannot help: scored wrong, as the official runners score it
+            record = replace(suite.refused_record(item, sample, str(exc)), protocol=stamp)
         except ChatError as exc:
             fail(key, str(exc))
             return
@@ -223,7 +266,8 @@ def run_suite(
     except Exception as exc:  # noqa: BLE001
         failures.append(f"aggregate: {_describe(exc)}")
         scores = {}
-    return SuiteRun(suite, sampling, items, records, scores, failures, resumed, interrupted=interrupted)
+    return SuiteRun(suite, sampling, items, records, scores, failures, resumed, interrupted=interrupted,
+                    protocol=protocol, set_aside=store.set_aside)  # fmt: skip
 
 
 def _close(suite: Suite, failures: list[str]) -> None:

@@ -85,6 +85,14 @@ class Suite(ABC):
         """SHA-256 of every data file :meth:`load` read, for ``results.json``."""
         return {str(path): sha256_file(path) for path in self.data_files}
 
+    def refused_record(self, item: Item, sample: int, why: str) -> SampleRecord:
+        """A sample the endpoint refused to answer (a context-length 400): a wrong answer, as BFCL scores it.
+
+        The reason goes in ``detail.inference_error``; the item's category is kept for the aggregate.
+        """
+        keep = {k: item.meta[k] for k in ("category", "kind", "task") if k in item.meta}
+        return self.record(item, sample, 0.0, "", "", inference_error=why[:500], **keep)
+
     def record(self, item: Item, sample: int, score: float, pred: str, response: str, **detail: Any) -> SampleRecord:
         """Build a :class:`SampleRecord` with the response capped to :data:`RESPONSE_CAP` characters."""
         return SampleRecord(self.name, item.id, sample, float(score), pred, response[-RESPONSE_CAP:], detail)

@@ -48,7 +48,7 @@ def test_failed_calls_are_not_recorded_and_a_rerun_retries_them(stub_openai, tmp
 
     def flaky(body):
         calls["n"] += 1
-        return (400, "bad request") if calls["n"] % 3 == 0 else good(body)
+        return (503, "overloaded") if calls["n"] % 3 == 0 else good(body)
 
     client = ChatClient(stub_openai(flaky).base_url, "m", max_retries=0)
     sampling = Sampling(n_samples=4, temperature=0.0, max_tokens=64)
@@ -136,3 +136,47 @@ def test_cli_reports_missing_data_and_bad_arguments(stub_openai, tmp_path, capsy
     assert main([*argv, "--suite", "gpqa_diamond", "--data-dir", str(tmp_path)]) == 1
     captured = capsys.readouterr()
     assert "gpqa_diamond.jsonl" in captured.err and "not run" in captured.out
+
+
+OVERFLOW = ("This model's maximum context length is 100 tokens. However, you requested {total} tokens ({prompt} in the "
+            "messages, {cap} in the completion). Please reduce the length of the messages or completion.")  # fmt: skip
+
+
+def test_a_refused_request_is_a_wrong_answer_with_its_reason_not_a_dropped_sample(stub_openai, tmp_path, capsys):
+    """A context-length 400 fails the same way on every rerun: scored 0 (BFCL's rule), its category kept."""
+    good = Oracle()
+    first_bfcl = BfclNonLiveSuite(["simple_python_0"]).load(None)[0].meta["entry"]["question"][0][0]["content"]
+
+    def overflow(body):
+        users = [m["content"] for m in body["messages"] if m["role"] == "user"]
+        if users[0] == first_bfcl:
+            return 400, json.dumps({"message": OVERFLOW.format(total=164, prompt=100, cap=64)})
+        return good(body)
+
+    client = ChatClient(stub_openai(overflow).base_url, "m", max_retries=0)
+    suite = BfclNonLiveSuite(["simple_python_0", "multiple_0"])
+    run = run_suite(suite, client, tmp_path, sampling=Sampling(n_samples=1, temperature=0.0, max_tokens=64),
+                    progress=None)  # fmt: skip
+    assert run.complete and not run.failures and run.inference_errors == 1
+    refused = next(r for r in run.records if r.item_id == "simple_python_0")
+    assert refused.score == 0.0 and "maximum context length" in refused.detail["inference_error"]
+    assert refused.detail["category"] == "simple_python"
+    assert run.scores["score"] == pytest.approx(0.5)  # BFCL: simple 0 and multiple 1; not 1.0 over multiple alone
+    rerun = run_suite(BfclNonLiveSuite(["simple_python_0", "multiple_0"]), client, tmp_path,
+                      sampling=Sampling(n_samples=1, temperature=0.0, max_tokens=64), progress=None)  # fmt: skip
+    assert rerun.resumed == 2 and rerun.scores == run.scores
+
+
+def test_a_context_length_refusal_is_retried_once_with_max_tokens_shrunk_to_the_room_left(stub_openai):
+    caps = []
+
+    def room_for_ten(body):
+        caps.append(body["max_tokens"])
+        if body["max_tokens"] > 10:
+            return 400, json.dumps({"message": OVERFLOW.format(total=90 + body["max_tokens"], prompt=90,
+                                                               cap=body["max_tokens"])})  # fmt: skip
+        return {"content": "short"}
+
+    client = ChatClient(stub_openai(room_for_ten).base_url, "m", max_retries=0)
+    assert client.complete([{"role": "user", "content": "hi"}], max_tokens=64).text == "short"
+    assert caps == [64, 10]
