@@ -187,7 +187,8 @@ class AceBenchAgentSuite(Suite):
                                     max_tokens=sampling.max_tokens, tools=tools)  # fmt: skip
             budget -= 1
             text = _visible(reply.text)
-            calls, n_native, errors = reply_calls(reply)
+            read = reply_calls(reply, bfcl=False)
+            calls, n_native, errors = read.calls, read.n_native, read.errors
             transcript.append(f"[agent] {text}" + "".join(f"\n[call] {json.dumps(c)}" for c in reply.tool_calls))
             if calls or errors:
                 budget -= 1

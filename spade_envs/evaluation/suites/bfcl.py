@@ -1,4 +1,4 @@
-"""BFCL-v4 multi-turn (base, miss_func, miss_param, long_context: 800 entries), scored by BFCL's own checker.
+r"""BFCL-v4 multi-turn (base, miss_func, miss_param, long_context: 800 entries), scored by BFCL's own checker.
 
 ``bfcl-eval`` ships the entries, the ground truth, the function docs, the executable backends and
 ``multi_turn_checker``; we install it with ``--no-deps`` (its full dependency set conflicts with verl) and use
@@ -6,9 +6,9 @@ only those pieces. The driver follows BFCL's function-calling inference loop (ea
 calls, feed results back, until the model makes no call; the held-out functions of ``miss_func`` are added at
 their turn with BFCL's own user prompt). As in BFCL, a turn is force-stopped once more than 20 call-steps ran
 (after the 21st), no later turn is played, and the entry is then checked like any other: it fails only because its
-number of turns no longer matches the ground truth, so a stop in the last turn is checked normally. The driver speaks
-our training envs' tool-call format:
-native OpenAI tool calls, or ``<tool_call>{"name", "arguments"}</tool_call>`` blocks in the text, answered with
+number of turns no longer matches the ground truth, so a stop in the last turn is checked normally. The driver reads
+native OpenAI tool calls, or ``<tool_call>\n{"name", "arguments"}\n</tool_call>`` blocks in the text after the
+last ``</think>`` as BFCL's Qwen FC decoder reads them (:func:`reply_calls`), and answers them with
 ``<tool_response>`` blocks. Calls are rebuilt as ``name(key=repr(value))`` strings from parsed JSON, so model text
 never reaches BFCL's ``eval`` directly. Score: the unweighted mean of the four sub-category accuracies.
 """
@@ -20,15 +20,24 @@ import json
 import re
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from spade_envs.evaluation.records import Item, SampleRecord, Sampling
 from spade_envs.evaluation.suite import MissingDependency, Suite
 from spade_envs.llm import ChatClient, ChatResult
-from spade_envs.tooluse import parse_agent_text
 
-__all__ = ["CATEGORIES", "BfclMultiTurnSuite", "bfcl_root", "reply_calls", "result_messages", "to_openai_tool"]
+__all__ = [
+    "CATEGORIES",
+    "BfclMultiTurnSuite",
+    "ReplyCalls",
+    "after_think",
+    "bfcl_root",
+    "reply_calls",
+    "result_messages",
+    "to_openai_tool",
+]
 
 CATEGORIES = ("multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param", "multi_turn_long_context")
 MAX_STEPS = 20  # BFCL's MAXIMUM_STEP_LIMIT: a turn is force-stopped once its count of call-steps exceeds it
@@ -73,11 +82,61 @@ def _call_string(name: str, arguments: Any) -> str | None:
     return f"{name}({', '.join(f'{k}={v!r}' for k, v in arguments.items())})"
 
 
-def reply_calls(reply: ChatResult) -> tuple[list[tuple[str, Any]], int, list[str]]:
-    """A reply's tool calls (native ones first, then ``<tool_call>`` blocks), how many are native, and parse errors."""
-    text_calls, _answer, errors = parse_agent_text(reply.text)
+#: BFCL's Qwen FC decoder reads only blocks with the JSON on its own line(s), as Qwen's chat template writes them.
+_BFCL_BLOCK = re.compile(r"<tool_call>\n(.*?)\n</tool_call>", re.DOTALL)
+#: Our training environments also accept a block without the newlines.
+_ANY_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+
+
+def after_think(text: str) -> str:
+    """The text after the last ``</think>`` (all of it when there is none), as BFCL's Qwen handlers cut a reply."""
+    return text.rsplit("</think>", 1)[-1].lstrip("\n") if "</think>" in text else text
+
+
+@dataclass(frozen=True)
+class ReplyCalls:
+    """A reply's tool calls, read from its native calls and from ``<tool_call>`` blocks after ``</think>``.
+
+    Attributes:
+        calls: ``(name, arguments)``, native calls first; empty when the reply failed to decode.
+        n_native: how many of ``calls`` are native.
+        errors: why blocks were not read (unparseable JSON, a call that is not ``{"name", "arguments"}``).
+        malformed: a block parsed as JSON but is not ``{"name": str, "arguments": object}``. BFCL's decoder then
+            rejects the whole reply (no call at all); with ``bfcl=False`` only that block is dropped.
+    """
+
+    calls: list[tuple[str, Any]]
+    n_native: int
+    errors: list[str]
+    malformed: bool
+
+
+def reply_calls(reply: ChatResult, *, bfcl: bool = True) -> ReplyCalls:
+    """Read a reply's calls as BFCL's Qwen FC decoder reads them (``bfcl=True``) or as our training envs do.
+
+    Both read only the text after the last ``</think>`` (a call drafted while reasoning is not a call) and need
+    ``arguments`` (an object) in every call. ``bfcl=True``: blocks need the newlines of Qwen's chat template, a block
+    that is not JSON is skipped, and one malformed call makes the whole reply decode to no call.
+    """
     native = [(c["name"], c["arguments"]) for c in reply.tool_calls]
-    return native + text_calls, len(native), errors
+    calls: list[tuple[str, Any]] = []
+    errors: list[str] = []
+    malformed = False
+    for body in (_BFCL_BLOCK if bfcl else _ANY_BLOCK).findall(after_think(reply.text)):
+        try:
+            payload = json.loads(body)
+        except json.JSONDecodeError as exc:
+            errors.append(f"could not parse tool call as JSON ({exc.msg} at char {exc.pos})")
+            continue
+        if (not isinstance(payload, dict) or not isinstance(payload.get("name"), str)
+                or not isinstance(payload.get("arguments"), dict)):  # fmt: skip
+            errors.append('a tool call must be a JSON object {"name": <tool>, "arguments": {...}}')
+            malformed = True
+            continue
+        calls.append((payload["name"], payload["arguments"]))
+    if malformed and bfcl:
+        return ReplyCalls(native, len(native), errors, True)
+    return ReplyCalls(native + calls, len(native), errors, malformed)
 
 
 def result_messages(
@@ -214,8 +273,9 @@ class BfclMultiTurnSuite(Suite):
                 reply = client.complete(messages, temperature=sampling.temperature, top_p=sampling.top_p,
                                         max_tokens=sampling.max_tokens, tools=tools)  # fmt: skip
                 transcript.append(reply.text + "".join(f"\n[call] {json.dumps(c)}" for c in reply.tool_calls))
-                calls, n_native, errors = reply_calls(reply)
-                if not calls:
+                read = reply_calls(reply)
+                calls, n_native, errors = read.calls, read.n_native, read.errors
+                if not calls:  # no call, or a reply BFCL's decoder rejects: the turn ends, as in BFCL
                     messages.append({"role": "assistant", "content": reply.text})
                     break
                 strings = [_call_string(name, args) for name, args in calls]

@@ -75,13 +75,20 @@ def _checker() -> Any:
     return ast_checker
 
 
-def check_entry(category: str, functions: list[dict[str, Any]], decoded: list[Any], answer: Any) -> dict[str, Any]:
-    """BFCL's verdict on one entry: ``{"valid": bool, "error_type": str}`` (runs in a scorer process)."""
+def check_entry(category: str, functions: list[dict[str, Any]], decoded: list[Any] | None, answer: Any
+                ) -> dict[str, Any]:  # fmt: skip
+    """BFCL's verdict on one entry: ``{"valid": bool, "error_type": str}`` (runs in a scorer process).
+
+    ``decoded`` is ``None`` when the reply failed to decode (BFCL's decoder raised): wrong for AST categories and
+    relevance, right for irrelevance, as in BFCL's evaluator.
+    """
     from bfcl_eval.constants.enums import Language
     from bfcl_eval.utils import is_empty_output, is_function_calling_format_output
 
+    if decoded is None and "relevance" not in category:
+        return {"valid": False, "error_type": "ast_decoder:decoder_failed"}
     if "irrelevance" in category or "relevance" in category:
-        called = not is_empty_output(decoded)
+        called = decoded is not None and not is_empty_output(decoded)
         valid = not called if "irrelevance" in category else called
         kind = "irrelevance_error:decoder_success" if "irrelevance" in category else "relevance_error:decoder_failed"
         return {"valid": valid, "error_type": "" if valid else kind}
@@ -144,8 +151,8 @@ class _BfclSingleTurn(Suite):
         messages = [dict(m) for m in entry["question"][0]]
         reply = client.complete(messages, temperature=sampling.temperature, top_p=sampling.top_p,
                                 max_tokens=sampling.max_tokens, tools=tools)  # fmt: skip
-        calls, _native, _errors = reply_calls(reply)
-        decoded = decoded_calls(calls)
+        read = reply_calls(reply)
+        decoded = None if read.malformed else decoded_calls(read.calls)
         detail: dict[str, Any] = {"category": category}
         try:
             verdict = shared_pool(_PRELOAD).call(check_entry, category, entry["function"], decoded, item.answer,

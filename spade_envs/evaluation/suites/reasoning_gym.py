@@ -1,4 +1,4 @@
-"""Reasoning-Gym, reported as four groups: RG-Math, RG-Algorithmic, RG-Cognition, RG-Logic.
+r"""Reasoning-Gym, reported as four groups: RG-Math, RG-Algorithmic, RG-Cognition, RG-Logic.
 
 Reasoning-Gym generates its tasks procedurally, so nothing is downloaded. By default a group is the paper's split
 (:mod:`~spade_envs.evaluation.rg_split`: 31 / 36 / 24 / 9 tasks, each built with its A.3 "hard" dataset config, with
@@ -8,6 +8,9 @@ Reasoning-Gym's own modules with every curriculum attribute at its top level.
 Protocol: each task is one item; each sample is one *episode* on its own generated instance (seeded by the
 sample index), up to ``turns`` attempts: after a wrong answer the model is told so and tries again. An episode
 is won when an attempt scores 1.0 under the task's own ``score_answer``; the group score is the pooled win rate.
+The answer is the last complete ``\boxed{}`` of the visible text (outside ``<think>``), as for AIME; an attempt
+without one has no answer and scores 0 without calling the scorer, so a response cut off at ``max_tokens`` cannot
+win (some scorers accept any text: ``game_of_life_halting`` scores every non-empty answer 1.0).
 
 ``score_answer`` runs in a scorer process with a hard deadline (:mod:`~spade_envs.evaluation.scorer_pool`): some
 scorers evaluate the answer (``simple_integration`` on ``10**10**10``) and would otherwise freeze the run. The
@@ -26,11 +29,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from spade_envs.contract import extract_command
+from spade_envs.evaluation.answers import last_boxed
 from spade_envs.evaluation.records import Item, SampleRecord, Sampling
 from spade_envs.evaluation.rg_split import MODULE_GROUPS, SPLITS, build_config, paper_split, rg_tasks
 from spade_envs.evaluation.scorer_pool import ScorerError, ScorerRaised, ScorerTimeout, shared_pool
 from spade_envs.evaluation.suite import MissingDependency, Suite
+from spade_envs.extract import split_thinking
 from spade_envs.llm import ChatClient
 
 __all__ = ["GROUPS", "ReasoningGymSuite", "rg_tasks"]
@@ -235,8 +239,9 @@ class ReasoningGymSuite(Suite):
             text = client.complete(
                 messages, temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens
             ).text
-            pred = extract_command(text)
-            score, timed_out = self.score(item.meta["task"], pred, entry)
+            boxed = last_boxed(split_thinking(text)[0])  # as AIME: no complete box in the visible text, no answer
+            pred = "" if boxed is None else boxed.strip()
+            score, timed_out = (0.0, False) if boxed is None else self.score(item.meta["task"], pred, entry)
             best, timeouts = max(best, score), timeouts + timed_out
             if best >= 1.0 or turn + 1 == self.turns:
                 break

@@ -190,7 +190,7 @@ class Oracle:
             if not calls:
                 return {"content": "None of these functions fits the request."}
             if sum(map(ord, item.id)) % 2:  # raw-text tool calls for some entries, native ones for the others
-                return {"content": "".join(f"<tool_call>{json.dumps(c)}</tool_call>" for c in calls)}
+                return {"content": "".join(f"<tool_call>\n{json.dumps(c)}\n</tool_call>" for c in calls)}
             return {"content": "", "tool_calls": _native(calls)}
         last = messages[-1]
         if last["role"] == "tool" or last["content"].startswith("<tool_response>"):
@@ -201,7 +201,7 @@ class Oracle:
         if self.corrupt and turn == first_real_turn:
             calls = []
         if turn % 2:  # alternate between raw-text tool calls and native ones
-            return {"content": "".join(f"<tool_call>{json.dumps(c)}</tool_call>" for c in calls)}
+            return {"content": "".join(f"<tool_call>\n{json.dumps(c)}\n</tool_call>" for c in calls)}
         native = [
             {"id": f"c{i}", "type": "function", "function": {"name": c["name"], "arguments": json.dumps(args)}}
             for i, (c, args) in enumerate((c, c["arguments"]) for c in calls)

@@ -62,3 +62,18 @@ def test_missing_data_file_names_the_file_and_where_to_get_it(tmp_path):
         AimeSuite(2026).load(tmp_path)
     with pytest.raises(MissingEvalData, match=r"gpqa_diamond\.jsonl .*Idavidrein/gpqa"):
         GpqaDiamondSuite().load(None)
+
+
+@pytest.mark.parametrize(("reply", "won"), [
+    ("Simulating the board: generation 1, generation 2, ... it looks like it will", False),  # cut off: no box
+    ("<think>It halts, so \\boxed{True}? Let me check again.</think>\nThe board keeps", False),  # box in the draft
+    ("\\boxed{False", False),  # an unclosed box is no answer
+    ("It halts.\n\\boxed{False}", True),  # any boxed answer wins: the task's own scorer quirk, kept
+])  # fmt: skip
+def test_reasoning_gym_without_a_complete_visible_box_has_no_answer_and_scores_zero(stub_openai, tmp_path, reply, won):
+    from spade_envs.evaluation.suites.reasoning_gym import ReasoningGymSuite
+
+    suite = ReasoningGymSuite("rg_algorithmic", tasks=["game_of_life_halting"], turns=1)
+    run = _run(stub_openai, lambda body: {"content": reply}, suite, tmp_path, n=1)
+    (record,) = run.records
+    assert record.score == float(won) and record.pred == ("False" if won else "")
