@@ -2,10 +2,11 @@
 
 Rows as the paper reports them: the eight held-out games benchmarks and their average, BFCL-v4 multi-turn and
 ACEBench-Agent (then BFCL non-live and live when present). Base and run are the scores their ``results.json`` report;
-the delta's 95% interval is a paired bootstrap over the items both runs scored: items are drawn with replacement
-(within each BFCL / ACEBench category, so the headline formula keeps its parts), the same draw for both runs, and the
-suite's own ``aggregate`` is applied to each draw. The average's interval uses the mean of the eight suites' deltas
-in each draw. Seeded, so a table is reproducible.
+the delta's 95% interval is a paired, studentized bootstrap over the items both runs scored
+(:mod:`~spade_envs.evaluation.bootstrap`): items are drawn with replacement (within each BFCL / ACEBench category,
+weighted as the suite's own ``aggregate`` weighs them, so the headline formula keeps its parts), the same draw for
+both runs. The average's interval uses the mean of the eight suites' deltas (and standard errors) in each draw.
+Seeded, so a table is reproducible.
 
 Comparing runs under different protocols would report a difference that training did not make, so differing
 sampling, data checksums, Reasoning-Gym split or other protocol provenance is refused (:class:`CompareError`)
@@ -17,13 +18,15 @@ its ``results.json`` reports (or a run written before samples were stamped) is r
 from __future__ import annotations
 
 import json
-import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from spade_envs.errors import SpadeEnvError
+from spade_envs.evaluation.bootstrap import Bootstrap, mean_of, stratified_bootstrap
 from spade_envs.evaluation.protocol import RUN_KEYS, VERSION_KEYS
 from spade_envs.evaluation.records import SampleRecord
 
@@ -155,6 +158,17 @@ def _item_records(records: dict[tuple[str, int], SampleRecord], keys: set[tuple[
             for item, rs in by_item.items()}  # fmt: skip
 
 
+def _strata(items: dict[str, SampleRecord]) -> dict[Any, list[str]]:
+    strata: dict[Any, list[str]] = {}
+    for item, record in sorted(items.items()):
+        strata.setdefault(record.detail.get("category", record.detail.get("kind")), []).append(item)
+    return strata
+
+
+def _score(aggregate: Callable[[Sequence[SampleRecord]], dict[str, float]], records: list[SampleRecord]) -> float:
+    return float(aggregate(records).get("score", 0.0))
+
+
 def paired_bootstrap(
     base: dict[tuple[str, int], SampleRecord],
     run: dict[tuple[str, int], SampleRecord],
@@ -162,35 +176,38 @@ def paired_bootstrap(
     *,
     draws: int = 1000,
     seed: int = 0,
-) -> tuple[float, list[float], int]:
-    """``(delta on the common items, the bootstrap deltas, number of common items)`` of ``run`` minus ``base``.
+) -> tuple[float, Bootstrap | None, int]:
+    """``(delta on the common items, its bootstrap, number of common items)`` of ``run`` minus ``base``.
 
-    Items (all their common samples together) are drawn with replacement within strata (a record's ``category`` or
-    ``kind``), the same draw for both runs.
+    Items (all their common samples together, averaged) are drawn with replacement within strata (a record's
+    ``category`` or ``kind``), the same draw for both runs. Each stratum's weight in the suite's score is read off
+    its ``aggregate`` (the score of a run that gets that stratum's items right and every other item wrong), so the
+    bootstrap follows the suite's own formula; every aggregate of the suites is such a weighted mean.
     """
     common = base.keys() & run.keys()
     b_items, r_items = _item_records(base, common), _item_records(run, common)
     if not b_items:
-        return 0.0, [], 0
-    strata: dict[Any, list[str]] = {}
-    for item, record in sorted(b_items.items()):
-        strata.setdefault(record.detail.get("category", record.detail.get("kind")), []).append(item)
+        return 0.0, None, 0
+    strata = _strata(b_items)
+    weights = []
+    for members in strata.values():
+        inside = set(members)
+        probe = [replace(r, score=float(i in inside)) for i, r in b_items.items()]
+        weights.append(_score(aggregate, probe))
+    diffs = [np.array([r_items[i].score - b_items[i].score for i in members]) for members in strata.values()]
+    boot = stratified_bootstrap(diffs, weights, draws=draws, seed=seed)
+    common_delta = _score(aggregate, list(r_items.values())) - _score(aggregate, list(b_items.values()))
+    if abs(float(boot.delta) - common_delta) > 1e-9:
+        raise CompareError(f"{next(iter(b_items.values())).suite}: its aggregate is not a weighted mean of its "
+                           "categories, so the bootstrap cannot follow it")  # fmt: skip
+    return common_delta, boot, len(b_items)
 
-    def delta(items: list[str]) -> float:
-        return aggregate([r_items[i] for i in items]).get("score", 0.0) - aggregate([b_items[i] for i in items]).get(
-            "score", 0.0
-        )
 
-    rng = random.Random(seed)
-    deltas = [delta([i for group in strata.values() for i in rng.choices(group, k=len(group))]) for _ in range(draws)]
-    return delta(sorted(b_items)), deltas, len(b_items)
-
-
-def _interval(deltas: list[float]) -> tuple[float | None, float | None]:
-    if not deltas:
+def _interval(boot: Bootstrap | None) -> tuple[float | None, float | None]:
+    if boot is None:
         return None, None
-    ordered = sorted(deltas)
-    return ordered[int(0.025 * (len(ordered) - 1))], ordered[int(round(0.975 * (len(ordered) - 1)))]
+    low, high = boot.interval()
+    return float(low), float(high)
 
 
 def _aggregator(name: str) -> Callable[[Sequence[SampleRecord]], dict[str, float]]:
@@ -215,7 +232,7 @@ def compare_runs(base_dir: Path, run_dir: Path, *, allow_mismatch: bool = False,
                            "anyway and notes it):\n  " + "\n  ".join(refuse))  # fmt: skip
     notes = [f"protocol differs (compared anyway): {r}" for r in refuse] + notes
     rows: list[Row] = []
-    eight_draws: list[list[float]] = []
+    eight_draws: list[Bootstrap] = []
     games = any(name in base["suites"] or name in run["suites"] for name in EIGHT)
     for name, label in [*(EIGHT.items() if games else []), *([(AVERAGE, AVERAGE)] if games else []), *TOOL.items()]:
         if name == AVERAGE:
@@ -227,12 +244,12 @@ def compare_runs(base_dir: Path, run_dir: Path, *, allow_mismatch: bool = False,
             continue
         row = Row(label, b, r)
         if b is not None and r is not None:
-            common_delta, deltas, n = paired_bootstrap(base_records.get(name, {}), run_records.get(name, {}),
-                                                       _aggregator(name), draws=draws, seed=seed)  # fmt: skip
-            row.low, row.high = _interval(deltas)
+            common_delta, boot, n = paired_bootstrap(base_records.get(name, {}), run_records.get(name, {}),
+                                                     _aggregator(name), draws=draws, seed=seed)  # fmt: skip
+            row.low, row.high = _interval(boot)
             row.common_items, row.common_delta = n, common_delta
-            if name in EIGHT and deltas:
-                eight_draws.append(deltas)
+            if name in EIGHT and boot is not None:
+                eight_draws.append(boot)
             scored = {k[0] for k in base_records.get(name, {})} | {k[0] for k in run_records.get(name, {})}
             if n < len(scored) or n != base["suites"][name].get("items"):
                 notes.append(f"{label}: the interval covers the {n} items both runs scored (delta there "
@@ -241,7 +258,7 @@ def compare_runs(base_dir: Path, run_dir: Path, *, allow_mismatch: bool = False,
     return Comparison(rows, notes)
 
 
-def _average(rows: list[Row], draws: list[list[float]], notes: list[str]) -> Row:
+def _average(rows: list[Row], draws: list[Bootstrap], notes: list[str]) -> Row:
     present = [row for row in rows if row.delta is not None]
     if not present:
         return Row(AVERAGE, None, None)
@@ -250,7 +267,7 @@ def _average(rows: list[Row], draws: list[list[float]], notes: list[str]) -> Row
         row.label = f"Average ({len(present)} of 8)"
         notes.append(f"the average covers the {len(present)} of the eight benchmarks that both runs report")
     if len(draws) == len(present):
-        row.low, row.high = _interval([sum(d) / len(d) for d in zip(*draws)])
+        row.low, row.high = _interval(mean_of(draws))
     return row
 
 
@@ -271,6 +288,6 @@ def format_comparison(comparison: Comparison, base_name: str, run_name: str) -> 
     fmt = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
     out = [fmt(lines[0]), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(fmt, lines[1:])]
     out.append("")
-    out.append("95% CI: paired bootstrap over the items both runs scored. items: how many.")
+    out.append("95% CI: paired studentized bootstrap over the items both runs scored. items: how many.")
     out += [f"- note: {n}" for n in comparison.notes]
     return "\n".join(out) + "\n"
