@@ -10,7 +10,8 @@ Every suite appends scored samples to ``<out>/<suite>.jsonl``; rerunning the sam
 printed and written to ``<out>/results.md`` and ``<out>/results.json`` at the end of every run: a suite that
 cannot run, a sample that fails and Ctrl-C are marked in it, never a traceback without a report. Exit status: 0
 when every selected suite ran completely, 1 when a suite could not run, some samples failed (rerun to retry them)
-or the server did not start, 2 on bad arguments, 130 when interrupted (the report covers what finished).
+or the server did not start, 2 on bad arguments, 130 on Ctrl-C and 143 on SIGTERM (the report covers the samples
+stored before it; the ones in flight are abandoned, not counted, and a rerun plays them).
 """
 
 from __future__ import annotations
@@ -105,7 +106,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     if serve is None:
-        return _evaluate(args, names, args.base_url, args.model)
+        with sigterm_as_exit():  # SIGTERM (SLURM, timeout, docker stop) reports like Ctrl-C
+            return _evaluate(args, names, args.base_url, args.model)
     try:
         with sigterm_as_exit(), ModelServer(serve, progress=None if args.quiet else sys.stderr) as server:
             return _evaluate(args, names, server.base_url, args.model or server.model,
@@ -132,35 +134,21 @@ def _evaluate(
     overrides = {k: v for k, v in overrides.items() if v is not None}
     runs: list[SuiteRun] = []
     errors: dict[str, str] = {}
-    interrupted = False
-    for name in names:
-        try:
-            suite = make_suite(name, options)
-            sampling = replace(suite.default_sampling, **overrides)
-        except Exception as exc:  # noqa: BLE001 (a suite that cannot even be built is reported, not raised)
-            errors[name] = (
-                f"{type(exc).__name__}: {exc}" if not isinstance(exc, SpadeEnvError | ValueError) else str(exc)
-            )
-            print(f"spade-eval: {name}: {errors[name]}", file=sys.stderr)
-            continue
-        run = run_suite(suite, client, args.out, data_dir=args.data_dir, sampling=sampling,
-                        concurrency=args.concurrency, limit=args.limit,
-                        progress=None if args.quiet else sys.stderr)  # fmt: skip
-        if run.error is not None:
-            errors[name] = run.error
-            print(f"spade-eval: {name}: {run.error}", file=sys.stderr)
-            continue
-        runs.append(run)
-        if run.set_aside:
-            print(
-                f"spade-eval: {name}: set aside {run.set_aside} sample(s) of an earlier run under another protocol "
-                f"(moved to {args.out / 'set_aside' / (name + '.jsonl')}); they are scored again",
-                file=sys.stderr,
-            )
-        if run.interrupted:
-            interrupted = True
-            print(f"spade-eval: interrupted ({run.interrupted}); the report covers what finished", file=sys.stderr)
-            break
+    stopped: BaseException | None = None
+    try:
+        for name in names:
+            run = _run_one(args, name, options, overrides, client, errors)
+            if run is None:
+                continue
+            runs.append(run)
+            if run.interrupted:
+                stopped = KeyboardInterrupt() if run.interrupted == "KeyboardInterrupt" else SystemExit(143)
+                break
+    except (KeyboardInterrupt, SystemExit) as exc:  # between suites (building or loading one): still report
+        stopped = exc
+    if stopped is not None:
+        print(f"spade-eval: interrupted ({type(stopped).__name__}); the report covers the samples stored before it, "
+              "and a rerun plays the rest", file=sys.stderr)  # fmt: skip
     user: Any = "the model under test"
     if user_client is not None:
         user = {"base_url": user_client.url.removesuffix("/chat/completions"), "model": user_client.model}
@@ -169,9 +157,34 @@ def _evaluate(
                 "acebench_root": str(args.acebench_root) if args.acebench_root else None, "user_simulator": user,
                 "served": served}  # fmt: skip
     print(write_reports(args.out, runs, settings, errors))
-    if interrupted:
-        return 130
+    if stopped is not None:
+        return stopped.code if isinstance(stopped, SystemExit) and isinstance(stopped.code, int) else 130
     return 0 if not errors and all(run.complete and not run.failures for run in runs) else 1
+
+
+def _run_one(args: argparse.Namespace, name: str, options: SuiteOptions, overrides: dict[str, Any],
+             client: ChatClient, errors: dict[str, str]) -> SuiteRun | None:  # fmt: skip
+    """Build and run one suite; ``None`` (and the reason in ``errors``) when it cannot be built or loaded."""
+    try:
+        suite = make_suite(name, options)
+        sampling = replace(suite.default_sampling, **overrides)
+    except Exception as exc:  # noqa: BLE001 (a suite that cannot even be built is reported, not raised)
+        errors[name] = f"{type(exc).__name__}: {exc}" if not isinstance(exc, SpadeEnvError | ValueError) else str(exc)
+        print(f"spade-eval: {name}: {errors[name]}", file=sys.stderr)
+        return None
+    run = run_suite(suite, client, args.out, data_dir=args.data_dir, sampling=sampling, concurrency=args.concurrency,
+                    limit=args.limit, progress=None if args.quiet else sys.stderr)  # fmt: skip
+    if run.error is not None:
+        errors[name] = run.error
+        print(f"spade-eval: {name}: {run.error}", file=sys.stderr)
+        return None
+    if run.set_aside:
+        moved = args.out / "set_aside" / f"{name}.jsonl"
+        print(f"spade-eval: {name}: set aside {run.set_aside} sample(s) of an earlier run under another protocol "
+              f"(moved to {moved}); they are scored again", file=sys.stderr)  # fmt: skip
+    if run.abandoned:
+        print(f"spade-eval: {name}: {run.abandoned} sample(s) in flight abandoned, not counted", file=sys.stderr)
+    return run
 
 
 def entrypoint() -> None:

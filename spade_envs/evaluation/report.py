@@ -45,6 +45,8 @@ def _status(run: SuiteRun) -> str:
     notes = [f"{len(run.failures)} failed"] if run.failures else []
     if run.interrupted:
         notes.append(f"interrupted by {run.interrupted}")
+    if run.abandoned:
+        notes.append(f"{run.abandoned} abandoned in flight")
     notes += counted
     return f"incomplete ({', '.join(notes) or 'samples missing'})"
 
@@ -91,6 +93,7 @@ def write_reports(
             "complete": run.complete,
             "error": run.error,
             "interrupted": run.interrupted,
+            "abandoned_in_flight": run.abandoned,
             "scorer_timeouts": run.scorer_timeouts,
             "inference_errors": run.inference_errors,
             "failures": run.failures[:50],

@@ -5,9 +5,10 @@ leaves every finished sample intact (at worst a truncated last line, which is dr
 every ``(item, sample)`` already there. Results are returned in item order, whatever order threads finished in.
 
 :func:`run_suite` always returns a :class:`SuiteRun`: a suite that cannot load, a sample whose play or scoring
-raises, a failing ``close`` or ``aggregate``, and Ctrl-C all become recorded failures (the suite is then
-incomplete), never an exception out of the runner. Each thread stores its own sample as soon as it is scored, so
-samples that finish while the run is being interrupted are kept.
+raises, a failing ``close`` or ``aggregate``, and Ctrl-C or SIGTERM all become recorded failures (the suite is then
+incomplete), never an exception out of the runner. Each thread stores its own sample as soon as it is scored. An
+interruption returns at once (:mod:`~spade_envs.evaluation.workers`): the samples in flight are abandoned, counted in
+``SuiteRun.abandoned`` and never stored, so the report covers exactly the stored samples and a rerun plays the rest.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
@@ -27,6 +27,7 @@ from spade_envs.errors import SpadeEnvError
 from spade_envs.evaluation.protocol import fingerprint, suite_protocol
 from spade_envs.evaluation.records import Item, SampleRecord, Sampling
 from spade_envs.evaluation.suite import Suite
+from spade_envs.evaluation.workers import Jobs
 from spade_envs.llm import ChatClient, ChatError, ChatRefused
 
 __all__ = ["ResultStore", "SuiteRun", "run_suite"]
@@ -52,6 +53,7 @@ class ResultStore:
         if path.exists():
             self._read()
         self._lock = threading.Lock()
+        self._closed = False
 
     @property
     def set_aside_path(self) -> Path:
@@ -81,16 +83,30 @@ class ResultStore:
             tmp.write_text("".join(json.dumps(r.to_json()) + "\n" for r in self.records.values()), encoding="utf-8")
             tmp.replace(self.path)
 
-    def add(self, record: SampleRecord) -> None:
-        """Append one record as one line, flushed, so that a kill cannot lose it once this returns."""
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called (the run was interrupted or is over)."""
+        return self._closed
+
+    def close(self) -> None:
+        """Take no more records: a sample that finishes after this is not stored (a rerun plays it again)."""
+        with self._lock:
+            self._closed = True
+
+    def add(self, record: SampleRecord) -> bool:
+        """Append one record as one line, flushed, so that a kill cannot lose it once this returns.
+
+        Returns whether it was stored (not after :meth:`close`, nor a second time).
+        """
         line = json.dumps(record.to_json()) + "\n"
         with self._lock:
-            if record.key in self.records:
-                return
+            if self._closed or record.key in self.records:
+                return False
             self.records[record.key] = record
             with open(self.path, "a", encoding="utf-8") as handle:
                 handle.write(line)
                 handle.flush()
+        return True
 
 
 @dataclass
@@ -112,6 +128,8 @@ class SuiteRun:
     protocol: dict[str, Any] = field(default_factory=dict)
     #: Lines of an earlier run under another protocol, moved out of the suite's file instead of reused.
     set_aside: int = 0
+    #: Samples in flight when the run was interrupted: abandoned, not counted; a rerun plays them.
+    abandoned: int = 0
 
     @property
     def complete(self) -> bool:
@@ -223,13 +241,21 @@ def run_suite(
 
     def fail(key: tuple[str, int], why: str) -> None:
         with failures_lock:
+            if store.closed:
+                return
+            failed.add(key)
             if len(failures) < MAX_FAILURES:
                 failures.append(f"{key}: {why}")
         bar.tick(failed=True)
 
+    started: set[tuple[str, int]] = set()
+    failed: set[tuple[str, int]] = set()
+
     def one(item: Item, sample: int) -> None:
         """Play, score and store one sample; every exception becomes a failure of this sample."""
         key = (item.id, sample)
+        with failures_lock:
+            started.add(key)
         try:
             record = replace(suite.run_sample(client, item, sample, sampling), protocol=stamp)
         except ChatRefused as exc:  # retrying cannot help: scored wrong, as the official runners score it
@@ -241,22 +267,19 @@ def run_suite(
             log.debug("sample %s of %s raised", key, suite.name, exc_info=True)
             fail(key, _describe(exc))
             return
-        store.add(record)
+        if not store.add(record):
+            return  # the run was interrupted while this sample was in flight
         bar.tick()
         if on_record is not None:
             on_record(record)
 
-    interrupted: str | None = None
-    pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=f"eval-{suite.name}")
-    try:
-        waiting: set[Future[None]] = {pool.submit(one, item, k) for item, k in pending}
-        while waiting:  # short waits: a signal handler (Ctrl-C) runs only when the main thread wakes up
-            waiting = wait(waiting, timeout=0.5).not_done
-    except (KeyboardInterrupt, SystemExit) as exc:  # stop starting samples; keep the ones finishing now
-        interrupted = type(exc).__name__ if isinstance(exc, KeyboardInterrupt) else f"SystemExit({exc.code})"
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-    _close(suite, failures)
+    jobs = Jobs(pending, one, concurrency, f"eval-{suite.name}")
+    interrupted = jobs.run()
+    with failures_lock:
+        store.close()  # from here on, a sample still in flight is abandoned: never stored, never counted
+        abandoned = len(started - store.records.keys() - failed)
+    _close(suite, failures)  # a sample still in flight may fail on the closed suite: it is abandoned anyway
+    bar.tick(final=True)
     bar.tick(final=True)
     order = {item.id: i for i, item in enumerate(items)}
     mine = [r for key, r in store.records.items() if key in wanted]
@@ -267,7 +290,7 @@ def run_suite(
         failures.append(f"aggregate: {_describe(exc)}")
         scores = {}
     return SuiteRun(suite, sampling, items, records, scores, failures, resumed, interrupted=interrupted,
-                    protocol=protocol, set_aside=store.set_aside)  # fmt: skip
+                    protocol=protocol, set_aside=store.set_aside, abandoned=abandoned)  # fmt: skip
 
 
 def _close(suite: Suite, failures: list[str]) -> None:

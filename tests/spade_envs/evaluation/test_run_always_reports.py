@@ -6,6 +6,9 @@ import json
 import math
 import os
 import signal
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 
@@ -21,6 +24,7 @@ from spade_envs.evaluation.suites.math import AimeSuite
 from spade_envs.evaluation.suites.reasoning_gym import ReasoningGymSuite
 from spade_envs.llm import ChatClient
 
+ROOT = Path(__file__).resolve().parents[3]
 HANG = r"\boxed{70^{70^{70}}}"  # math-verify would compute a number with ~10^129 digits
 
 
@@ -120,22 +124,79 @@ def test_a_suite_that_cannot_load_is_reported_not_raised(stub_openai, tmp_path):
     assert run.error is not None and "aime25.jsonl" in run.error and not run.complete and run.records == []
 
 
-def test_ctrl_c_keeps_the_samples_that_finish_in_flight(stub_openai, tmp_path: Path):
-    server = stub_openai(Oracle(delay=0.2))
-    client = ChatClient(server.base_url, "m", max_retries=0)
-    seen = []
+class HoldAfter:
+    """The oracle for the first ``answered`` requests; every later one is held until ``release`` is set.
 
-    def interrupt(record):
-        seen.append(record)
-        if len(seen) == 2:
-            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C reaches the main thread while 4 samples are in flight
+    ``on_held(n)`` runs in the server thread when the ``n``-th request is held, so a test can act once a known set
+    of samples is in flight, without any timing.
+    """
 
-    run = run_suite(AimeSuite(2025), client, tmp_path, data_dir=DATA, sampling=Sampling(n_samples=20, max_tokens=64),
-                    concurrency=4, progress=None, on_record=interrupt)  # fmt: skip
-    assert run.interrupted == "KeyboardInterrupt" and not run.complete
-    lines = (tmp_path / "aime25.jsonl").read_text().splitlines()
-    assert len(lines) == len(run.records) == len(server.requests)  # every answered sample was kept
-    assert 2 < len(run.records) < 60
+    def __init__(self, answered: int, on_held=None) -> None:
+        self.oracle, self.answered, self.on_held = Oracle(), answered, on_held
+        self.release, self.lock, self.seen = threading.Event(), threading.Lock(), 0
+
+    def __call__(self, body):
+        with self.lock:
+            self.seen += 1
+            n = self.seen
+        if n <= self.answered:
+            return self.oracle(body)
+        if self.on_held is not None:
+            self.on_held(n - self.answered)
+        self.release.wait(30)
+        return self.oracle(body)
+
+
+def test_ctrl_c_reports_at_once_and_abandons_the_samples_in_flight(stub_openai, tmp_path: Path):
+    """Deterministic: 2 samples answered, then 4 in flight (all held by the server) when Ctrl-C arrives."""
+
+    def interrupt_when_all_four_are_held(held: int) -> None:
+        if held == 4:  # the two finished workers took new samples: every worker now waits on the server
+            os.kill(os.getpid(), signal.SIGINT)
+
+    script = HoldAfter(2, interrupt_when_all_four_are_held)
+    try:
+        client = ChatClient(stub_openai(script).base_url, "m", max_retries=0)
+        run = run_suite(AimeSuite(2025), client, tmp_path, data_dir=DATA,
+                        sampling=Sampling(n_samples=4, max_tokens=64), concurrency=4, progress=None)  # fmt: skip
+        assert run.interrupted == "KeyboardInterrupt" and not run.complete
+        assert len(run.records) == 2 and run.abandoned == 4 and not run.failures
+    finally:
+        script.release.set()  # the held calls now finish: their samples must not be stored
+    for thread in [t for t in threading.enumerate() if t.name.startswith("eval-aime25")]:
+        thread.join()
+    assert len((tmp_path / "aime25.jsonl").read_text().splitlines()) == 2
+    rerun = run_suite(AimeSuite(2025), client, tmp_path, data_dir=DATA, sampling=Sampling(n_samples=4, max_tokens=64),
+                      concurrency=4, progress=None)  # fmt: skip
+    assert rerun.complete and rerun.resumed == 2 and len(rerun.records) == 12 and rerun.scores["score"] == 1.0
+
+
+def test_sigterm_without_a_served_checkpoint_writes_the_report_and_exits_143(stub_openai, tmp_path: Path):
+    """SLURM's time limit, ``timeout``, ``docker stop``: a report at once, the calls in flight abandoned."""
+    script = HoldAfter(3)
+    out = tmp_path / "run"
+    argv = ["--base-url", stub_openai(script).base_url, "--model", "m", "--suite", "aime25", "--out", str(out),
+            "--data-dir", str(DATA), "--samples", "10", "--concurrency", "2", "--quiet"]  # fmt: skip
+    code = f"import sys; from spade_envs.evaluation.cli import main; sys.exit(main({argv!r}))"
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)  # fmt: skip
+    try:
+        while script.seen < 5:  # 3 samples answered, then both workers held: nothing more can finish
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        script.release.set()
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, stderr
+    results = json.loads((out / "results.json").read_text())["suites"]["aime25"]
+    assert (
+        results["samples"] == 3 and results["abandoned_in_flight"] == 2 and results["interrupted"] == "SystemExit(143)"
+    )
+    assert "2 abandoned in flight" in stdout and "interrupted" in stderr
+    assert len((out / "aime25.jsonl").read_text().splitlines()) == 3
 
 
 def test_a_reasoning_gym_scorer_that_runs_away_is_killed_and_counted_wrong(stub_openai, tmp_path):
