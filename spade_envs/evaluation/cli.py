@@ -46,7 +46,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--acebench-root", type=Path, default=os.environ.get("ACEBENCH_ROOT") or None,
                    help="ACEBench checkout at commit e6db74b (default: $ACEBENCH_ROOT)")  # fmt: skip
     p.add_argument("--user-base-url", default=None, help="endpoint of ACEBench's simulated user (default: the "
-                   "model under test; ACEBench uses gpt-4o); its key is read from SPADE_EVAL_USER_API_KEY")  # fmt: skip
+                   "model under test; ACEBench uses gpt-4o; recommended: one fixed simulator for every run, or "
+                   "compare refuses the runs); its key is read from SPADE_EVAL_USER_API_KEY")  # fmt: skip
     p.add_argument("--user-model", default=None, help="model name of the simulated user")
     p.add_argument("--concurrency", type=int, default=16, help="samples in flight at once")
     p.add_argument("--limit", type=int, default=None, help="only the first N items of each suite (smoke runs)")
@@ -128,7 +129,13 @@ def _evaluate(
         user_key = os.environ.get("SPADE_EVAL_USER_API_KEY") or os.environ.get("OPENAI_API_KEY")
         user_client = ChatClient(args.user_base_url or base_url, args.user_model, api_key=user_key,
                                  timeout_s=args.timeout, max_retries=args.retries)  # fmt: skip
-    options = SuiteOptions(acebench_root=args.acebench_root, user_client=user_client)
+    own_user = user_client is None
+    if own_user and "acebench_agent" in names:
+        print("spade-eval: acebench_agent: the model under test also plays the multi-turn user, so two checkpoints "
+              "play against different users and compare refuses them; use one fixed simulator for every run "
+              "(--user-base-url/--user-model)", file=sys.stderr)  # fmt: skip
+    user_client = user_client or client
+    options = SuiteOptions(acebench_root=args.acebench_root, user_client=user_client, user_is_model_under_test=own_user)
     overrides = {"n_samples": args.samples, "temperature": args.temperature, "top_p": args.top_p,
                  "max_tokens": args.max_tokens}  # fmt: skip
     overrides = {k: v for k, v in overrides.items() if v is not None}
@@ -149,9 +156,8 @@ def _evaluate(
     if stopped is not None:
         print(f"spade-eval: interrupted ({type(stopped).__name__}); the report covers the samples stored before it, "
               "and a rerun plays the rest", file=sys.stderr)  # fmt: skip
-    user: Any = "the model under test"
-    if user_client is not None:
-        user = {"base_url": user_client.url.removesuffix("/chat/completions"), "model": user_client.model}
+    user = {"base_url": user_client.url.removesuffix("/chat/completions"), "model": user_client.model,
+            "model_under_test": own_user}  # fmt: skip
     settings = {"base_url": base_url, "model": model, "suite": args.suite, "limit": args.limit,
                 "data_dir": str(args.data_dir) if args.data_dir else None, "overrides": overrides,
                 "acebench_root": str(args.acebench_root) if args.acebench_root else None, "user_simulator": user,

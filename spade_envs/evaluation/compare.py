@@ -122,6 +122,13 @@ def protocol_differences(base: dict[str, Any], run: dict[str, Any]) -> tuple[lis
         if sorted(b.get("data_sha256", {}).values()) != sorted(r.get("data_sha256", {}).values()):
             refuse.append(f"{name}: data checksums differ")
         bp, rp = b.get("provenance", {}), r.get("provenance", {})
+        own = [
+            side for side, p in (("base", bp), ("run", rp)) if (p.get("user_simulator") or {}).get("model_under_test")
+        ]
+        if own:
+            refuse.append(f"{name}: the {' and the '.join(own)} run's user simulator was the model under test, so the "
+                          "two runs played against different users; rerun both with one fixed --user-base-url/"
+                          "--user-model")  # fmt: skip
         for key in sorted(set(bp) | set(rp)):
             if key in RUN_KEYS or bp.get(key) == rp.get(key):
                 continue

@@ -17,7 +17,7 @@ from spade_envs.evaluation.suite import Suite
 __all__ = ["MODEL_KEY", "RUN_KEYS", "VERSION_KEYS", "fingerprint", "suite_protocol"]
 
 #: Provenance keys that vary between runs of one protocol (filled while samples run, or a local path).
-RUN_KEYS = frozenset({"failed_tasks", "redrawn", "acebench_root"})
+RUN_KEYS = frozenset({"failed_tasks", "redrawn", "acebench_root", "user_simulator_endpoint"})
 #: Provenance keys that are package versions or pins: part of a run's protocol, only noted between two runs.
 VERSION_KEYS = frozenset({"reasoning_gym", "bfcl_eval", "acebench_commit"})
 #: The key naming the model under test: the one protocol part that two compared runs are meant to differ in.

@@ -20,10 +20,12 @@ class SuiteOptions:
         acebench_root: the user's ACEBench checkout (``acebench_agent``).
         user_client: the LLM user simulator's endpoint (``acebench_agent`` multi-turn); ``None`` means the model
             under test plays the user.
+        user_is_model_under_test: ``user_client`` is the model under test's own endpoint (the CLI's default).
     """
 
     acebench_root: Path | None = None
     user_client: ChatClient | None = None
+    user_is_model_under_test: bool | None = None
 
 
 def _aime25(_: SuiteOptions) -> Suite:
@@ -80,7 +82,7 @@ def _bfcl_live(_: SuiteOptions) -> Suite:
 def _acebench(options: SuiteOptions) -> Suite:
     from spade_envs.evaluation.suites.acebench import AceBenchAgentSuite
 
-    return AceBenchAgentSuite(options.acebench_root, options.user_client)
+    return AceBenchAgentSuite(options.acebench_root, options.user_client, options.user_is_model_under_test)
 
 
 #: Every suite by name, in table order. Factories import lazily: a missing optional package only fails its suite.

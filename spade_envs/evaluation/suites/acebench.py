@@ -10,8 +10,10 @@ text. Loops follow ACEBench's runner:
   messages have passed; every reply without calls gets a nudge, as ACEBench's runner answers it;
 - multi-turn: an LLM plays the user from the item's instruction under the checkout's simulator prompt; the episode
   ends when either side says "finish conversation" or after 40 messages. ACEBench uses GPT-4o as the user; the
-  simulator here is whatever ``user_client`` serves (by default the model under test), recorded in
-  ``results.json``, so multi-turn numbers are comparable only between runs with the same simulator.
+  simulator here is whatever ``user_client`` serves (by default the model under test). ``results.json`` names its
+  model and endpoint (``provenance.user_simulator``, ``user_simulator_endpoint``), and ``compare`` refuses runs
+  whose simulators differ or were the models under test (base and trained runs then played different users). The
+  recommended setting is one fixed simulator for every run (``--user-base-url``/``--user-model``).
 
 Score: end-to-end accuracy (final class states equal the ground truth), the unweighted mean of multi-step and
 multi-turn as in ACEBench's "agent" column; ``process`` (milestones matched in order) is reported beside it.
@@ -98,9 +100,18 @@ class AceBenchAgentSuite(Suite):
     shown_metrics = ("process",)
     default_sampling = Sampling(n_samples=1, temperature=0.7, top_p=1.0, max_tokens=8192)
 
-    def __init__(self, root: Path | None = None, user_client: ChatClient | None = None) -> None:
+    def __init__(self, root: Path | None = None, user_client: ChatClient | None = None,
+                 user_is_model_under_test: bool | None = None) -> None:  # fmt: skip
+        """Read the checkout at ``root``; ``user_client`` plays the multi-turn user.
+
+        ``None`` means the model under test, on its own endpoint; ``user_is_model_under_test`` says that
+        ``user_client`` is the model under test (the CLI's default).
+        """
         super().__init__()
         self.root, self.user_client = root, user_client
+        self.user_is_model_under_test = (
+            user_client is None if user_is_model_under_test is None else user_is_model_under_test
+        )
         self._classes: dict[str, dict[str, type]] = {}
         self._rules: dict[str, str] = {}
         self._user_prompts: dict[str, str] = {}
@@ -131,8 +142,10 @@ class AceBenchAgentSuite(Suite):
         user = self.user_client
         self.provenance = {
             "acebench_root": str(root), "acebench_commit": checkout_commit(root), "pinned_commit": PIN,
-            "user_simulator": {"base_url": user.url.removesuffix("/chat/completions"), "model": user.model}
-            if user else "the model under test (same endpoint)",
+            # the protocol part: which model plays the user (the endpoint may move between runs of one protocol)
+            "user_simulator": {"model": user.model if user else None,
+                               "model_under_test": self.user_is_model_under_test},
+            "user_simulator_endpoint": user.url.removesuffix("/chat/completions") if user else None,
             "official_user_simulator": OFFICIAL_SIMULATOR,
         }  # fmt: skip
         items = [item for pair in zip(*per_kind) for item in pair]

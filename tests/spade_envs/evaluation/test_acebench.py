@@ -56,7 +56,8 @@ def test_multi_turn_user_is_simulated_on_its_own_endpoint(stub_openai, tmp_path)
     transcript = next(r for r in run.records if r.item_id == "agent_multi_turn_0").response
     assert transcript.startswith("[user] Hi. You are Eve.")
     assert transcript.endswith("[user] Thanks! finish conversation")
-    assert run.suite.provenance["user_simulator"] == {"base_url": user_server.base_url, "model": "sim"}
+    assert run.suite.provenance["user_simulator"] == {"model": "sim", "model_under_test": False}
+    assert run.suite.provenance["user_simulator_endpoint"] == user_server.base_url
 
 
 def test_agent_gets_the_items_functions_and_the_domain_rules(stub_openai, tmp_path):
@@ -90,7 +91,11 @@ def test_cli_records_the_simulator_and_reads_acebench_root(stub_openai, tmp_path
     table = capsys.readouterr().out
     assert re.search(r"\| acebench_agent \| e2e acc \| 100\.0 \| process 100\.0 \| 3 +\| 3 +\| ok", table)
     results = json.loads((tmp_path / "results.json").read_text())
-    assert results["settings"]["user_simulator"] == {"base_url": user.base_url, "model": "sim"}
+    assert results["settings"]["user_simulator"] == {
+        "base_url": user.base_url,
+        "model": "sim",
+        "model_under_test": False,
+    }
     suite = results["suites"]["acebench_agent"]
     assert suite["provenance"]["official_user_simulator"] == "gpt-4o" and suite["scores"]["process"] == 1.0
     assert len(suite["data_sha256"]) == 6
@@ -122,3 +127,25 @@ def test_process_matches_milestones_in_order_as_text():
     assert process_accuracy([], milestones, passed=True) == 1.0  # a passed item scores 1
     assert process_accuracy(steps[:1], [milestones, milestones[:1]], passed=False) == 1.0  # best alternative
     assert process_accuracy(steps, [], passed=False) == 1.0
+
+
+def test_compare_refuses_runs_whose_user_simulator_was_the_model_under_test(stub_openai, tmp_path, capsys):
+    """Base and trained checkpoints each playing their own user are not one protocol; one fixed simulator is."""
+    user = stub_openai(Oracle())
+    for tag, model in (("base", "Qwen3-4B-base"), ("run", "Qwen3-4B-spade-step400")):
+        agent = stub_openai(Oracle())
+        common = ["--base-url", agent.base_url, "--model", model, "--suite", "acebench_agent", "--acebench-root",
+                  str(ACEBENCH), "--quiet"]  # fmt: skip
+        assert main([*common, "--out", str(tmp_path / "own" / tag)]) == 0
+        assert "the model under test also plays the multi-turn user" in capsys.readouterr().err
+        assert main([*common, "--out", str(tmp_path / "fixed" / tag), "--user-base-url", user.base_url,
+                     "--user-model", "gpt-4o-stand-in"]) == 0  # fmt: skip
+        own = json.loads((tmp_path / "own" / tag / "results.json").read_text())["suites"]["acebench_agent"]
+        assert own["provenance"]["user_simulator"] == {"model": model, "model_under_test": True}
+        assert own["provenance"]["user_simulator_endpoint"] == agent.base_url
+    capsys.readouterr()
+    assert main(["compare", str(tmp_path / "own" / "base"), str(tmp_path / "own" / "run")]) == 2
+    assert (
+        "acebench_agent: the base and the run run's user simulator was the model under test" in capsys.readouterr().err
+    )
+    assert main(["compare", str(tmp_path / "fixed" / "base"), str(tmp_path / "fixed" / "run")]) == 0

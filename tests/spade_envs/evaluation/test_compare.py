@@ -41,7 +41,8 @@ def _run(out, responder, suites=SUITE_LIST, extra=()):
     server = StubOpenAI(responder)
     try:
         argv = ["--base-url", server.base_url, "--model", "m", "--suite", suites, "--out", str(out), "--data-dir",
-                str(DATA), "--acebench-root", str(ACEBENCH), "--samples", "2", "--quiet", *extra]  # fmt: skip
+                str(DATA), "--acebench-root", str(ACEBENCH), "--samples", "2", "--quiet", "--user-base-url",
+                server.base_url, "--user-model", "fixed-simulator", *extra]  # fmt: skip
         assert main(argv) == 0
     finally:
         server.close()

@@ -119,7 +119,11 @@ def test_suite_all_against_the_stub_writes_table_and_reports(stub_openai, small_
     assert list(aime["data_sha256"].values()) == [hashlib.sha256((DATA / "aime25.jsonl").read_bytes()).hexdigest()]
     assert len(results["suites"]["bfcl_multi_turn"]["data_sha256"]) >= 8
     assert results["suites"]["acebench_agent"]["scores"]["process"] == 1.0 and "| process 100.0 |" in table
-    assert results["settings"]["user_simulator"] == "the model under test"
+    assert results["settings"]["user_simulator"] == {
+        "base_url": server.base_url,
+        "model": "m",
+        "model_under_test": True,
+    }
     assert (out / "results.md").read_text().startswith("# spade-eval results")
 
 
