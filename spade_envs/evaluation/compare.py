@@ -1,7 +1,8 @@
 """``spade-eval compare BASE_DIR RUN_DIR``: the paper's base-vs-trained table, with how sure each delta is.
 
-Rows as the paper reports them: the eight held-out games benchmarks and their average, BFCL-v4 multi-turn and
-ACEBench-Agent (then BFCL non-live and live when present). Base and run are the scores their ``results.json`` report;
+Rows as the paper reports them: the eight held-out games benchmarks and their average, BFCL-v4 (BFCL's overall
+accuracy, the paper's column, when a run has all three BFCL suites), BFCL-v4 multi-turn and ACEBench-Agent (then BFCL
+non-live and live when present). Base and run are the scores their ``results.json`` report;
 the delta's 95% interval is a paired, studentized bootstrap over the items both runs scored
 (:mod:`~spade_envs.evaluation.bootstrap`): items are drawn with replacement (within each BFCL / ACEBench category,
 weighted as the suite's own ``aggregate`` weighs them, so the headline formula keeps its parts), the same draw for
@@ -26,18 +27,21 @@ from typing import Any
 import numpy as np
 
 from spade_envs.errors import SpadeEnvError
+from spade_envs.evaluation.bfcl_overall import PARTS, overall_aggregate, overall_from_scores
 from spade_envs.evaluation.bootstrap import Bootstrap, mean_of, stratified_bootstrap
 from spade_envs.evaluation.protocol import RUN_KEYS, VERSION_KEYS
 from spade_envs.evaluation.records import SampleRecord
 
 __all__ = ["EIGHT", "CompareError", "Comparison", "Row", "compare_runs", "format_comparison", "paired_bootstrap"]
 
+#: The paper's BFCL-v4 column: BFCL's overall accuracy over the three BFCL suites (:mod:`..bfcl_overall`).
+OVERALL = "bfcl_v4_overall"
 #: The paper's games columns, in its order, with their labels.
 EIGHT = {"aime25": "AIME-25", "aime26": "AIME-26", "gpqa_diamond": "GPQA-Diamond", "livecodebench_v6": "LCB v6",
          "rg_math": "RG-Math", "rg_algorithmic": "RG-Algorithmic", "rg_cognition": "RG-Cognition",
          "rg_logic": "RG-Logic"}  # fmt: skip
-TOOL = {"bfcl_multi_turn": "BFCL-v4 MT", "acebench_agent": "ACEBench-Agent", "bfcl_non_live": "BFCL-v4 non-live",
-        "bfcl_live": "BFCL-v4 live"}  # fmt: skip
+TOOL = {OVERALL: "BFCL-v4", "bfcl_multi_turn": "BFCL-v4 MT", "acebench_agent": "ACEBench-Agent",
+        "bfcl_non_live": "BFCL-v4 non-live", "bfcl_live": "BFCL-v4 live"}  # fmt: skip
 AVERAGE = "Average (8)"
 
 
@@ -221,6 +225,8 @@ def _aggregator(name: str) -> Callable[[Sequence[SampleRecord]], dict[str, float
     """The suite's own ``aggregate`` (plain mean when the suite cannot be built here, e.g. a missing package)."""
     from spade_envs.evaluation.registry import SUITES, SuiteOptions
 
+    if name == OVERALL:
+        return overall_aggregate
     try:
         return SUITES[name](SuiteOptions()).aggregate
     except Exception:  # noqa: BLE001
@@ -238,6 +244,8 @@ def compare_runs(base_dir: Path, run_dir: Path, *, allow_mismatch: bool = False,
         raise CompareError("the runs used different protocols; refusing to compare them (--allow-mismatch compares "
                            "anyway and notes it):\n  " + "\n  ".join(refuse))  # fmt: skip
     notes = [f"protocol differs (compared anyway): {r}" for r in refuse] + notes
+    for side, records in ((base, base_records), (run, run_records)):
+        _add_bfcl_overall(side, records, notes)
     rows: list[Row] = []
     eight_draws: list[Bootstrap] = []
     games = any(name in base["suites"] or name in run["suites"] for name in EIGHT)
@@ -263,6 +271,20 @@ def compare_runs(base_dir: Path, run_dir: Path, *, allow_mismatch: bool = False,
                              f"{100 * common_delta:+.1f}); the reported scores cover more")  # fmt: skip
         rows.append(row)
     return Comparison(rows, notes)
+
+
+def _add_bfcl_overall(results: dict[str, Any], records: dict[str, dict[tuple[str, int], SampleRecord]],
+                      notes: list[str]) -> None:  # fmt: skip
+    """Add BFCL's overall accuracy as a suite of its own when the run has all three BFCL suites."""
+    present = [name for name in PARTS if name in results["suites"]]
+    if len(present) < len(PARTS):
+        if present:
+            notes.append(f"BFCL-v4 (overall) needs {', '.join(PARTS)}; a run has only {', '.join(present)}")
+        return
+    scores = [results["suites"][name].get("scores", {}) for name in PARTS]
+    results["suites"][OVERALL] = {"scores": {"score": overall_from_scores(*scores)},
+                                  "items": sum(results["suites"][name].get("items", 0) for name in PARTS)}  # fmt: skip
+    records[OVERALL] = {key: r for name in PARTS for key, r in records.get(name, {}).items()}
 
 
 def _average(rows: list[Row], draws: list[Bootstrap], notes: list[str]) -> Row:

@@ -98,7 +98,8 @@ class AceBenchAgentSuite(Suite):
     setting = "tool_use"
     metric = "e2e acc"
     shown_metrics = ("process",)
-    default_sampling = Sampling(n_samples=1, temperature=0.7, top_p=1.0, max_tokens=8192)
+    #: The reference harness's protocol (``spade-rl/spade`` ``eval_offline/configs/tool_use.yaml``).
+    default_sampling = Sampling(n_samples=1, temperature=0.7, top_p=1.0, max_tokens=16384)
 
     def __init__(self, root: Path | None = None, user_client: ChatClient | None = None,
                  user_is_model_under_test: bool | None = None) -> None:  # fmt: skip

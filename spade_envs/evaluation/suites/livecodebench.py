@@ -1,5 +1,8 @@
 """LiveCodeBench v6, pass@1: generated Python programs run in the project sandbox against the hidden tests.
 
+The protocol is the reference harness's: LiveCodeBench's cumulative ``release_v6`` (every problem of
+``test.jsonl`` to ``test6.jsonl``), one sample at T 0.2, top-p 0.95, 16,384 tokens.
+
 Reads the user's copy of ``livecodebench/code_generation_lite`` rows (``question_content``, ``starter_code``,
 ``public_test_cases``, ``private_test_cases``, ``metadata`` with ``func_name`` for LeetCode-style problems). The
 private tests of the public copy are base64 + zlib + pickle of a JSON string; they are unpickled with every
@@ -71,10 +74,12 @@ class LiveCodeBenchSuite(Suite):
 
     name = "livecodebench_v6"
     metric = "pass@1"
-    default_sampling = Sampling(n_samples=1, temperature=0.2, top_p=0.95, max_tokens=32768)
+    #: The reference harness's protocol (``spade-rl/spade`` ``eval_offline/configs/games.yaml``).
+    default_sampling = Sampling(n_samples=1, temperature=0.2, top_p=0.95, max_tokens=16384)
     where = (
-        "the Hugging Face dataset livecodebench/code_generation_lite (release_v6 files, e.g. test6.jsonl, or the "
-        "rows of the contest-date window you report), saved as one JSONL file"
+        "the Hugging Face dataset livecodebench/code_generation_lite, release_v6 as LiveCodeBench's loader reads it: "
+        "test.jsonl, test2.jsonl, ..., test6.jsonl concatenated into one JSONL file (test6.jsonl alone holds only "
+        "the v6 additions)"
     )
 
     def __init__(self, sandbox: SandboxConfig = CODE_SANDBOX) -> None:
