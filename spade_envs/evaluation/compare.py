@@ -270,7 +270,7 @@ def compare_runs(base_dir: Path, run_dir: Path, *, allow_mismatch: bool = False,
                 notes.append(f"{label}: the interval covers the {n} items both runs scored (delta there "
                              f"{100 * common_delta:+.1f}); the reported scores cover more")  # fmt: skip
         rows.append(row)
-    return Comparison(rows, notes)
+    return Comparison(rows, list(dict.fromkeys(notes)))
 
 
 def _add_bfcl_overall(results: dict[str, Any], records: dict[str, dict[tuple[str, int], SampleRecord]],
@@ -279,7 +279,8 @@ def _add_bfcl_overall(results: dict[str, Any], records: dict[str, dict[tuple[str
     present = [name for name in PARTS if name in results["suites"]]
     if len(present) < len(PARTS):
         if present:
-            notes.append(f"BFCL-v4 (overall) needs {', '.join(PARTS)}; a run has only {', '.join(present)}")
+            notes.append(f"BFCL-v4 (BFCL's overall accuracy) needs {', '.join(PARTS)}; a run has only "
+                         f"{', '.join(present)}")  # fmt: skip
         return
     scores = [results["suites"][name].get("scores", {}) for name in PARTS]
     results["suites"][OVERALL] = {"scores": {"score": overall_from_scores(*scores)},
