@@ -230,7 +230,7 @@ def run_suite(
     stamp = fingerprint(protocol)
     store = ResultStore(out_dir / f"{suite.name}.jsonl", stamp)
     if store.set_aside:
-        log.warning("%s: set aside %d sample(s) made under another protocol (moved to %s)", suite.name,
+        log.info("%s: set aside %d sample(s) made under another protocol (moved to %s)", suite.name,
                     store.set_aside, store.set_aside_path)  # fmt: skip
     wanted = {(item.id, k) for item in items for k in range(sampling.n_samples)}
     resumed = len(wanted & store.records.keys())
