@@ -71,29 +71,57 @@ def read_only_paths() -> list[str]:
     return sorted(p for p in paths if p and os.path.exists(p))
 
 
-def bwrap_prefix(scratch: str, scratch_mounted: bool = True, scratch_mb: int = 0) -> list[str]:
+def _ancestors(paths: list[str]) -> list[str]:
+    """Every directory above ``paths`` (outermost first), which bubblewrap would otherwise create mode 0700."""
+    found: set[str] = set()
+    for path in paths:
+        parent = os.path.dirname(path.rstrip("/"))
+        while parent not in ("", "/"):
+            found.add(parent)
+            parent = os.path.dirname(parent)
+    return sorted(found, key=lambda p: (p.count("/"), p))
+
+
+def bwrap_prefix(scratch: str, scratch_mounted: bool = True, scratch_mb: int = 0, root_host: bool = False) -> list[str]:
     """The bubblewrap command up to ``--``: namespaces, read-only binds, scratch, a minimal ``/dev``.
 
     No tmpfs at /tmp: it would hide binds of paths under /tmp (a checkout, a venv, the scratch dir) mounted before
     it, or let env code write beside them if mounted first. TMPDIR points at scratch instead (worker.py). When
     the host could not put a limited tmpfs on scratch, bubblewrap mounts one of ``scratch_mb`` MiB there.
+
+    ``root_host``: the host is root. A user namespace made by root maps the sandbox's uid to host uid 0, and global
+    sysctls check only that uid, so bubblewrap then makes no user namespace: it keeps only ``CAP_SETUID``,
+    ``CAP_SETGID`` and ``CAP_SETPCAP`` for the worker, which drops to its leased host uid (and its bounding set)
+    before any env code arrives. Directories above the binds are made 0755, so that uid can reach the binds even
+    when the host's own parents (``/root``) are closed; what the binds hold keeps its own modes.
     """
-    args = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--die-with-parent", "--cap-drop", "ALL", "--clearenv"]
-    args += ["--setenv", "PYTHONHASHSEED", HASH_SEED]
+    args = [shutil.which("bwrap") or "bwrap"]
+    if root_host:
+        args += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+        args += ["--die-with-parent", "--cap-drop", "ALL"]
+        args += [arg for cap in ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP") for arg in ("--cap-add", cap)]
+    else:
+        args += ["--unshare-all", "--die-with-parent", "--cap-drop", "ALL"]
+    args += ["--clearenv", "--setenv", "PYTHONHASHSEED", HASH_SEED]
     for link in ("/lib", "/lib64", "/bin", "/sbin"):
         if os.path.islink(link):
             args += ["--symlink", os.readlink(link), link]
         elif os.path.isdir(link):
             args += ["--ro-bind", link, link]
     paths = read_only_paths()
-    for path in paths:  # a path inside another bound path is already visible
-        if not any(path != other and path.startswith(other.rstrip("/") + "/") for other in paths):
-            args += ["--ro-bind", path, path]
-    if scratch_mounted or scratch_mb <= 0:
+    binds = [p for p in paths if not any(p != o and p.startswith(o.rstrip("/") + "/") for o in paths)]
+    for parent in _ancestors([*binds, scratch]):  # a path inside another bound path is already visible
+        if not any(parent == b or parent.startswith(b.rstrip("/") + "/") for b in binds):
+            args += ["--perms", "0755", "--dir", parent]
+    for path in binds:
+        args += ["--ro-bind", path, path]
+    if root_host or scratch_mounted or scratch_mb <= 0:
         args += ["--bind", scratch, scratch]
     else:
         args += ["--size", str(scratch_mb << 20), "--perms", "0700", "--tmpfs", scratch]
-    args += ["--proc", "/proc"]
+    # Kernel state stays read-only whoever the worker is: bubblewrap covers /proc/sys only when it sees it writable.
+    args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys"]
+    args += ["--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger"]
     for device in _DEVICES:
         if os.path.exists(device):
             args += ["--dev-bind", device, device]
@@ -102,7 +130,8 @@ def bwrap_prefix(scratch: str, scratch_mounted: bool = True, scratch_mb: int = 0
         args += ["--symlink", target, f"/dev/{name}"]
     # The sandbox's own root (a tmpfs holding the mount points, /dev included) becomes read-only: only scratch is
     # writable.
-    return args + ["--remount-ro", "/", "--chdir", scratch, "--uid", "65534", "--gid", "65534", "--"]
+    args += ["--remount-ro", "/", "--chdir", "/" if root_host else scratch]  # as root: scratch is the worker's uid's
+    return args + ([] if root_host else ["--uid", "65534", "--gid", "65534"]) + ["--"]
 
 
 _requests: queue.SimpleQueue[tuple[Future[subprocess.Popen[bytes]], list[str], dict[str, Any]]] = queue.SimpleQueue()
