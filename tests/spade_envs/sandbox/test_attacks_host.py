@@ -353,7 +353,7 @@ FINDINGS = [
     Finding(  # issue 24, finding 5: only observations counted; a fat info cost the host ~0.3 s of CPU per step
         "fat_info_replies",
         GAME.replace("max_turns = 5", "max_turns = 10**12").replace(
-            'return "ok", 0.0, False, False, {}', 'return "ok", 0.0, False, False, {"pad": [[]] * 150_000}'
+            'return "ok", 0.0, False, False, {}', 'return "ok", 0.0, False, False, {"pad": ["x" * 60_000] * 2}'
         ),
         _steps(2000),
         expect(OutputTooLarge, "episode_output_budget"),
