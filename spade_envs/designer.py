@@ -238,7 +238,8 @@ def _design_once(
     source, report = admit(response, pool, setting, config.validation, key=f"slot {slot} attempt {attempt}")
     if source is None:
         outcome.reason = f"{report.code}: {report.reason}"
-        outcome.designer_reward = failure_penalty(config.reward, report.code or "crashed")
+        if report.code != "machine_fault":  # no worker could be had: the machine's condition, nothing to charge
+            outcome.designer_reward = failure_penalty(config.reward, report.code or "crashed")
         return outcome
     spec = EnvSpec(env_id="", setting=setting, skill=skill, source=source, doc_id=outcome.doc_id, created_step=0,
                    metadata={"domain": domain, "variant": variant} if domain else {})  # fmt: skip
