@@ -219,8 +219,11 @@ def landlock_abi() -> int:
     return max(int(version), 0)
 
 
-def restrict_filesystem(read_only: Iterable[str], read_write: Iterable[str]) -> int:
+def restrict_filesystem(read_only: Iterable[str], read_write: Iterable[str], list_only: Iterable[str] = ()) -> int:
     """Landlock this process: read/execute under ``read_only``, everything under ``read_write``, nothing elsewhere.
+
+    ``list_only``: directories whose entries (names only, at any depth) may be listed, nothing read: the parents of
+    carved-out evaluation data (``launch.split_readable``).
 
     TCP bind and connect are denied (ABI >= 4); abstract unix sockets and signals to other domains scoped (ABI >= 6).
     Returns the ABI used. UDP is not covered by Landlock: seccomp's socket rule closes that gap.
@@ -235,7 +238,7 @@ def restrict_filesystem(read_only: Iterable[str], read_write: Iterable[str]) -> 
     if ruleset < 0:
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
     try:
-        for paths, access in ((read_only, _FS_READ), (read_write, fs_all)):
+        for paths, access in ((list_only, 1 << 3), (read_only, _FS_READ), (read_write, fs_all)):
             for path in paths:
                 if not os.path.exists(path):
                     continue

@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import queue
 import shutil
@@ -33,10 +34,14 @@ __all__ = [
     "PACKAGE",
     "ROOT",
     "WORKER_SCRIPT",
+    "HIDDEN_PACKAGES",
     "bwrap_prefix",
+    "hidden_paths",
+    "landlock_paths",
     "python_command",
     "read_only_paths",
     "spawn",
+    "split_readable",
 ]
 
 ROOT = str(Path(__file__).resolve().parents[2])
@@ -69,6 +74,53 @@ def read_only_paths() -> list[str]:
         paths.add(sysconfig.get_path(name))
     paths.update(site_packages())
     return sorted(p for p in paths if p and os.path.exists(p))
+
+
+#: Installed packages that hold evaluation data (benchmarks, answer files, held-out generators): an env that could
+#: read them could serve held-out items to the agent (train-on-test by construction).
+HIDDEN_PACKAGES = ("bfcl_eval", "reasoning_gym")
+
+
+def hidden_paths() -> list[str]:
+    """What a worker must not read although it lies inside a read-only path: evaluation code, data and answers."""
+    paths = [os.path.join(PACKAGE, "evaluation")]
+    paths += [os.path.join(sp, name) for sp in site_packages() for name in HIDDEN_PACKAGES]
+    return sorted(p for p in dict.fromkeys(paths) if os.path.exists(p))
+
+
+def split_readable(paths: list[str], hidden: list[str]) -> tuple[list[str], list[str]]:
+    """``(readable, list_only)``: ``paths`` with ``hidden`` carved out, for Landlock, whose rules only add rights.
+
+    A path above a hidden one may only be listed (Python's import system lists ``sys.path`` entries); each of its
+    entries is then readable, or carved again, or left out if hidden. Links into hidden trees are left out.
+    """
+    hidden_set = {os.path.realpath(h) for h in hidden}
+    readable: list[str] = []
+    listed: list[str] = []
+
+    def visit(path: str) -> None:
+        real = os.path.realpath(path)
+        if real in hidden_set or any(real.startswith(h + "/") for h in hidden_set):
+            return
+        if not any(h.startswith(real.rstrip("/") + "/") for h in hidden_set):
+            readable.append(path)
+        elif os.path.islink(path):
+            return  # the real directory is carved where it is visited itself
+        else:
+            listed.append(path)
+            for name in sorted(os.listdir(path)):
+                visit(os.path.join(path, name))
+
+    for path in paths:
+        visit(path)
+    return list(dict.fromkeys(readable)), list(dict.fromkeys(listed))
+
+
+@functools.lru_cache(maxsize=1)
+def landlock_paths() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """:func:`split_readable` of :func:`read_only_paths` (computed once per host process)."""
+    readable, listed = split_readable(read_only_paths(), hidden_paths())
+    return tuple(readable), tuple(listed)
 
 
 def _ancestors(paths: list[str]) -> list[str]:
@@ -115,6 +167,8 @@ def bwrap_prefix(scratch: str, scratch_mounted: bool = True, scratch_mb: int = 0
             args += ["--perms", "0755", "--dir", parent]
     for path in binds:
         args += ["--ro-bind", path, path]
+    for path in hidden_paths():  # evaluation data stays out of the sandbox: an empty read-only tmpfs covers it
+        args += ["--perms", "0555", "--tmpfs", path, "--remount-ro", path]
     if root_host or scratch_mounted or scratch_mb <= 0:
         args += ["--bind", scratch, scratch]
     else:

@@ -31,7 +31,15 @@ from spade_envs.sandbox.errors import (
     SandboxError,
     SandboxUnavailable,
 )
-from spade_envs.sandbox.launch import ROOT, bwrap_prefix, python_command, read_only_paths, site_packages, spawn
+from spade_envs.sandbox.launch import (
+    ROOT,
+    bwrap_prefix,
+    landlock_paths,
+    python_command,
+    read_only_paths,
+    site_packages,
+    spawn,
+)
 from spade_envs.sandbox.replies import MAX_DEPTH, BadReply, check_json, check_result
 from spade_envs.sandbox.scratch import Scratch
 from spade_envs.sandbox.uids import UidLease, lease_uid
@@ -157,7 +165,8 @@ class Worker:
             "scratch": self.scratch,
             "uid": self._uid.uid if self._uid is not None else None,
             "host_pid": None if level == "bwrap" else os.getpid(),  # inside bwrap the parent is bwrap itself
-            "read_only": read_only_paths(),
+            "read_only": list(landlock_paths()[0]) if level == "landlock" else read_only_paths(),
+            "list_only": list(landlock_paths()[1]) if level == "landlock" else [],
             "site_packages": site_packages(),
             "soft_timeout_s": config.soft_timeout_s,
             "max_request_bytes": config.max_request_bytes,

@@ -74,7 +74,7 @@ def _harden(cfg: dict[str, Any], hardening: Any) -> None:
     nproc = limits["processes"] if own_uid or (level == "bwrap" and hardening.nproc_counts_per_userns()) else None
     hardening.apply_rlimits(limits["memory_mb"], limits["cpu_s"], limits["file_size_mb"], limits["open_files"], nproc)
     if level == "landlock":
-        hardening.restrict_filesystem(cfg["read_only"], [cfg["scratch"], "/dev/null"])
+        hardening.restrict_filesystem(cfg["read_only"], [cfg["scratch"], "/dev/null"], cfg.get("list_only", ()))
     _die_with_host(cfg.get("host_pid"))  # again: changing the uid cleared the parent-death signal
     hardening.load_seccomp()  # refuses prctl(PR_SET_PDEATHSIG) from here on: env code cannot clear it
     _watch_parent()  # started after seccomp and Landlock, so the thread is as confined as env code

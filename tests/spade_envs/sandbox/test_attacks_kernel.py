@@ -171,8 +171,21 @@ def test_a_leased_uid_is_never_one_a_live_process_or_lease_holds(monkeypatch: py
 
 
 REACH = """
-import ctypes, json, os, resource
+import ctypes, json, os, resource, sys
 libc = ctypes.CDLL(None, use_errno=True)
+
+
+def read_any(root):  # the first file under root that opens: evaluation data, answers, held-out generators
+    for folder, _dirs, files in os.walk(root):
+        for name in files:
+            with open(os.path.join(folder, name), "rb") as f:
+                return f"{name}: {f.read(20)!r}"
+    raise FileNotFoundError(root)
+
+
+def read_package(name):  # every copy of an installed package on sys.path
+    folders = [os.path.join(p, name) for p in sys.path if p and os.path.isdir(os.path.join(p, name))]
+    return [read_any(folder) for folder in folders] or read_any("/nonexistent")
 
 
 def attempt(fn):
@@ -204,6 +217,10 @@ class AttackEnv:
             "ioprio_set_user": attempt(lambda: call("syscall", 251, 3, 0, 0)),
             "kcmp": attempt(lambda: call("syscall", 312, me, me, 0, 0, 0)),
             "clear_pdeathsig": attempt(lambda: call("prctl", 1, 0, 0, 0, 0)),
+            # evaluation data (finding 11): what a designed env could serve the agent as held-out items
+            "eval_data": attempt(lambda: read_any(os.path.join(sys.modules["spade_envs"].__path__[0], "evaluation"))),
+            "bfcl_answers": attempt(lambda: read_package("bfcl_eval")),
+            "reasoning_gym": attempt(lambda: read_package("reasoning_gym")),
             # memory outside every budget
             "memfds": attempt(lambda: [os.ftruncate(os.memfd_create("x"), 16 << 20) for _ in range(16)]),
             # the caller's own resources stay adjustable
@@ -234,7 +251,8 @@ def _shmem_kib() -> int:
 
 
 def test_env_code_cannot_reach_other_processes_nor_park_shared_memory(pool: WorkerPool) -> None:
-    """Findings 2, 4 and 6: prlimit/renice/re-pin by pid, memfds outside the budget, clearing the death signal."""
+    """Findings 2, 4, 6 and 11: prlimit/renice/re-pin by pid, memfds outside the budget, clearing the death signal,
+    reading evaluation data."""
     limits = {r: resource.getrlimit(r) for r in (resource.RLIMIT_NOFILE, resource.RLIMIT_CPU)}
     nice, shmem = os.getpriority(os.PRIO_PROCESS, 0), _shmem_kib()
     env = RemoteEnv(REACH, pool)
