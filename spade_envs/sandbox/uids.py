@@ -12,6 +12,7 @@ from __future__ import annotations
 import fcntl
 import os
 import random
+import stat
 import tempfile
 import threading
 import time
@@ -61,10 +62,21 @@ def uids_in_use() -> set[int]:
     return found
 
 
+def _check_lock_dir() -> None:
+    """Create the lock directory, and refuse one that another user could have planted (``/tmp`` is shared)."""
+    try:
+        os.mkdir(_LOCK_DIR, 0o700)
+    except FileExistsError:
+        pass
+    info = os.lstat(_LOCK_DIR)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o077:
+        raise OSError(f"{_LOCK_DIR} is not a directory of uid {os.geteuid()} closed to others: refusing to use it")
+
+
 def lease_uid(attempts: int = 64) -> UidLease:
     """A uid that no live process and no other lease holds; ``OSError`` if none was found."""
     global _seen
-    os.makedirs(_LOCK_DIR, mode=0o700, exist_ok=True)
+    _check_lock_dir()
     with _lock:
         if time.monotonic() - _seen[0] > 1.0:  # a scan costs ~15 us per process; the lock files cover the rest
             _seen = (time.monotonic(), uids_in_use())
@@ -75,7 +87,8 @@ def lease_uid(attempts: int = 64) -> UidLease:
         with _lock:
             if uid in busy or uid in _held:
                 continue
-            fd = os.open(os.path.join(_LOCK_DIR, str(uid)), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(os.path.join(_LOCK_DIR, str(uid)), flags, 0o600)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 if os.fstat(fd).st_ino != os.stat(os.path.join(_LOCK_DIR, str(uid))).st_ino:

@@ -266,3 +266,23 @@ def test_env_code_cannot_reach_other_processes_nor_park_shared_memory(pool: Work
     assert out["own_limits"].startswith("ok") and out["own_nice"].startswith("ok"), out
     assert shmem_growth_mib < 8, f"host Shmem grew by {shmem_growth_mib:.0f} MiB"
     assert {r: resource.getrlimit(r) for r in limits} == limits and os.getpriority(os.PRIO_PROCESS, 0) == nice
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a root host leases worker uids")
+def test_a_planted_lock_directory_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """/tmp is shared: a link (or an open folder) planted at the lease directory must not steer root's files."""
+    from spade_envs.sandbox import uids
+
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (tmp_path / "link").symlink_to(target)
+    monkeypatch.setattr(uids, "_LOCK_DIR", str(tmp_path / "link"))
+    with pytest.raises(OSError, match="refusing to use it"):
+        uids.lease_uid()
+    open_dir = tmp_path / "open"
+    open_dir.mkdir(mode=0o777)
+    open_dir.chmod(0o777)
+    monkeypatch.setattr(uids, "_LOCK_DIR", str(open_dir))
+    with pytest.raises(OSError, match="refusing to use it"):
+        uids.lease_uid()
+    assert not list(target.iterdir()) and not list(open_dir.iterdir())

@@ -100,6 +100,7 @@ class AttackEnv:
             out["user_renice"] = attempt(lambda: os.setpriority(os.PRIO_USER, 0, 19))
             out["memfd"] = attempt(lambda: os.memfd_create("x"))
             out["pdeathsig"] = attempt(lambda: call("prctl", 1, 0, 0, 0, 0))
+            out["eval_data"] = attempt(read_eval_data)
             out["core_pattern"] = attempt(lambda: os.close(os.open("/proc/sys/kernel/core_pattern", os.O_WRONLY)))
         return json.dumps(out), {}
 
@@ -134,7 +135,7 @@ def test_env_code_cannot_reach_a_non_root_trainer_or_its_peers(level: str, host_
     out = json.loads(stdout)
     assert out["level"] == level and out["euid"] == host_uid
     attacks = [f"{who}_{what}" for who in ("host", "peer") for what in ("nofile", "renice")]
-    attacks += ["user_renice", "memfd", "pdeathsig", "core_pattern"]
+    attacks += ["user_renice", "memfd", "pdeathsig", "core_pattern", "eval_data"]
     assert all(out[k].startswith("refused") for k in attacks), out
     assert out["peer_alive"] and out["host_unchanged"], out
 
