@@ -10,6 +10,7 @@ import ctypes
 import errno
 import os
 import resource
+import stat
 import sys
 from collections.abc import Iterable
 from typing import Any
@@ -87,8 +88,6 @@ def nproc_counts_per_userns() -> bool:
 
 def world_readable(path: str) -> bool:
     """Whether a user with no special rights can reach ``path`` (every parent searchable, the path readable)."""
-    import stat
-
     path = os.path.realpath(path)
     parts = path.split(os.sep)
     for i in range(2, len(parts) + 1):
@@ -238,17 +237,18 @@ def restrict_filesystem(read_only: Iterable[str], read_write: Iterable[str], lis
     if ruleset < 0:
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
     try:
+        rule, file_rights = _PathBeneath(), _file_rights(abi)
+        rule_ref, add_rule = ctypes.byref(rule), _libc.syscall
         for paths, access in ((list_only, 1 << 3), (read_only, _FS_READ), (read_write, fs_all)):
-            for path in paths:
-                if not os.path.exists(path):
-                    continue
-                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            for path in paths:  # hundreds of paths where evaluation data is carved out: one open and fstat each
                 try:
-                    is_dir = os.path.isdir(path)
-                    rule = _PathBeneath(
-                        allowed=access if is_dir else access & ~(1 << 3) & _file_rights(abi), parent_fd=fd
-                    )
-                    if _libc.syscall(_SYS_ADD_RULE, ruleset, 1, ctypes.byref(rule), 0) < 0:
+                    fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+                except FileNotFoundError:
+                    continue
+                try:
+                    is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
+                    rule.allowed, rule.parent_fd = (access if is_dir else access & ~(1 << 3) & file_rights), fd
+                    if add_rule(_SYS_ADD_RULE, ruleset, 1, rule_ref, 0) < 0:
                         raise OSError(ctypes.get_errno(), f"landlock_add_rule failed for {path}")
                 finally:
                     os.close(fd)

@@ -167,6 +167,7 @@ class Worker:
             "host_pid": None if level == "bwrap" else os.getpid(),  # inside bwrap the parent is bwrap itself
             "read_only": list(landlock_paths()[0]) if level == "landlock" else read_only_paths(),
             "list_only": list(landlock_paths()[1]) if level == "landlock" else [],
+            "bound": read_only_paths(),  # what the uid must reach (the few roots, not Landlock's carved list)
             "site_packages": site_packages(),
             "soft_timeout_s": config.soft_timeout_s,
             "max_request_bytes": config.max_request_bytes,

@@ -56,7 +56,7 @@ def _harden(cfg: dict[str, Any], hardening: Any) -> None:
     own_uid = False
     uid = cfg.get("uid")
     if os.geteuid() == 0 and uid is not None:  # env code never runs as host uid 0, nor as a userns mapping of it
-        readable = all(hardening.world_readable(p) for p in cfg["read_only"] if os.path.exists(p))
+        readable = all(hardening.world_readable(p) for p in cfg["bound"] if os.path.exists(p))
         if readable:  # at bwrap this sees the sandbox's own tree: parents made 0755, the binds keep their modes
             hardening.drop_privileges(uid)
         elif level == "landlock":  # Landlock confines the reads that CAP_DAC_READ_SEARCH would otherwise allow

@@ -69,8 +69,16 @@ print(json.dumps(out), flush=True)
 """
 
 ATTACK = r"""
-import ctypes, json, os, resource
+import ctypes, json, os, resource, sys
 libc = ctypes.CDLL(None, use_errno=True)
+
+
+def read_eval_data():
+    folder = os.path.join(sys.modules["spade_envs"].__path__[0], "evaluation", "data")
+    for name in os.listdir(folder):
+        with open(os.path.join(folder, name), "rb") as f:
+            return f.read(20)
+    raise FileNotFoundError(folder)
 
 
 def attempt(fn):
