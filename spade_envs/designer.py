@@ -304,6 +304,7 @@ def _env_failed(
     outcome.valid, outcome.failure = False, code
     outcome.reason = f"{code}: {reason}"
     outcome.no_hint, outcome.hinted, outcome.win_rate, outcome.regret = [], [], None, None
-    outcome.designer_reward = failure_penalty(config.reward, code)
+    # no worker could be had (machine_fault): the machine's condition, nothing to charge
+    outcome.designer_reward = 0.0 if code == "machine_fault" else failure_penalty(config.reward, code)
     memory.add(MemoryRecord(spec=spec, win_rate=0.0, regret=0.0, plays=0, last_played_step=0, status=code))
     return outcome
