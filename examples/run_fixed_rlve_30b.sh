@@ -7,7 +7,9 @@ set -xeuo pipefail
 cd "$(dirname "$0")/.."
 
 RLVE_ENVS=${RLVE_ENVS:-official16}
-EXTRA=(spade.fixed_env.enable=true spade.fixed_env.rlve.enable=true spade.fixed_env.rlve.envs="$RLVE_ENVS")
+# RLVE generates for up to generate_timeout_s (10 s): the sandbox must let it (docs/baselines.md: generate < soft < call)
+EXTRA=(spade.fixed_env.enable=true spade.fixed_env.rlve.enable=true spade.fixed_env.rlve.envs="$RLVE_ENVS"
+       spade.sandbox.soft_timeout_s=12 spade.sandbox.call_timeout_s=15)
 RUN_DIR=${RUN_DIR:-$PWD/runs/spade-rlve-30b} EXPERIMENT=${EXPERIMENT:-spade-rlve-30b} ENVS_PER_REGEN=0 \
     AGENT_ROWS=${AGENT_ROWS:-16} N=${N:-16} KL=${KL:-0} TEMPERATURE=${TEMPERATURE:-1.0} STEPS=${STEPS:-400} \
     MAX_RESPONSE=${MAX_RESPONSE:-16384} \

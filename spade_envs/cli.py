@@ -17,6 +17,7 @@ from spade_envs.builtin import BUILTINS, builtin, builtin_source, load_builtin
 from spade_envs.episode import do_nothing_policy, play, solution_policy
 from spade_envs.errors import SpadeEnvError
 from spade_envs.table import format_table
+from spade_envs.terminal import SafeStream
 
 __all__ = ["entrypoint", "main"]
 
@@ -329,11 +330,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     _doctor_arguments(doc)
     doc.set_defaults(fn=_run_doctor)
     args = parser.parse_args(argv)
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = SafeStream(sys.stdout), SafeStream(sys.stderr)  # env text never drives the terminal
     try:
         return args.fn(args)
     except (KeyError, FileNotFoundError, SpadeEnvError) as exc:
         print(f"spade-envs: {exc.args[0] if isinstance(exc, KeyError) else exc}", file=sys.stderr)
         return 2
+    finally:
+        sys.stdout, sys.stderr = streams
 
 
 def entrypoint() -> None:

@@ -238,7 +238,8 @@ def _design_once(
     source, report = admit(response, pool, setting, config.validation, key=f"slot {slot} attempt {attempt}")
     if source is None:
         outcome.reason = f"{report.code}: {report.reason}"
-        outcome.designer_reward = failure_penalty(config.reward, report.code or "crashed")
+        if report.code != "machine_fault":  # no worker could be had: the machine's condition, nothing to charge
+            outcome.designer_reward = failure_penalty(config.reward, report.code or "crashed")
         return outcome
     spec = EnvSpec(env_id="", setting=setting, skill=skill, source=source, doc_id=outcome.doc_id, created_step=0,
                    metadata={"domain": domain, "variant": variant} if domain else {})  # fmt: skip
@@ -303,6 +304,7 @@ def _env_failed(
     outcome.valid, outcome.failure = False, code
     outcome.reason = f"{code}: {reason}"
     outcome.no_hint, outcome.hinted, outcome.win_rate, outcome.regret = [], [], None, None
-    outcome.designer_reward = failure_penalty(config.reward, code)
+    # no worker could be had (machine_fault): the machine's condition, nothing to charge
+    outcome.designer_reward = 0.0 if code == "machine_fault" else failure_penalty(config.reward, code)
     memory.add(MemoryRecord(spec=spec, win_rate=0.0, regret=0.0, plays=0, last_played_step=0, status=code))
     return outcome

@@ -194,6 +194,14 @@ def _reason(message: str, level: str) -> str:
 
 
 def _sandbox(sandbox: Mapping[str, Any]) -> list[Check]:
+    from spade_envs.sandbox.uids import user_label
+
+    status = "ok" if os.geteuid() == 0 else "warn"
+    fix = "" if status == "ok" else "start the trainer as root in its container to give each worker a uid of its own"
+    return [*_sandbox_level(sandbox), Check("sandbox-uid", status, user_label(), fix)]
+
+
+def _sandbox_level(sandbox: Mapping[str, Any]) -> list[Check]:
     from spade_envs.sandbox import ISOLATION_LEVELS, SandboxConfig, SandboxUnavailable, probe_isolation
 
     memory_mb = int(sandbox.get("memory_mb") or 1024)

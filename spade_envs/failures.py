@@ -38,6 +38,8 @@ FAILURE_CODES: dict[str, str] = {
     "timeout": "a call exceeded its time budget",
     "validation_budget": "validation as a whole ran past its wall-clock budget",
     "crashed": "the worker died (segfault, exit, memory or CPU limit)",
+    "machine_fault": "no sandbox worker could be had (no free slot in time, a start failure, the pool shut down): "
+    "the machine's condition, never the design's; such samples are excluded from every update",
     "output_too_large": "a reply exceeded its size cap",
     "protocol_violation": "the worker broke the protocol (forged or garbled replies)",
     "audit_rejected": "the optional LLM audit judged the environment impossible",
@@ -60,7 +62,7 @@ _KIND_CODES = {
     "protocol_violation": "protocol_violation",
     "output_too_large": "output_too_large",
     "sandbox_error": "crashed",
-    "sandbox_unavailable": "crashed",
+    "sandbox_unavailable": "machine_fault",
     "episode_deadline": "timeout",
 }
 _RAISED = {"load": "construct_failed", "reset": "reset_raised", "step": "step_raised", "solution": "no_solution",

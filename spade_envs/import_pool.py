@@ -13,7 +13,9 @@ A ``manifest.jsonl`` next to the games is optional; a row naming a game file (ke
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -32,7 +34,7 @@ __all__ = ["IMPORT_CODES", "ImportError_", "ImportResult", "ImportedGame", "impo
 
 #: Codes of the importer itself, besides validation's (``spade_envs.failures.FAILURE_CODES``).
 IMPORT_CODES = {
-    "unreadable": "the file is not UTF-8 text",
+    "unreadable": "the file is not a regular file (a link, device or FIFO), or not UTF-8 text",
     "too_large": "the file exceeds the importer's size cap",
 }
 _MAX_BYTES = 512 * 1024
@@ -98,6 +100,34 @@ def _manifest_rows(src: Path) -> dict[str, dict[str, Any]]:
     return rows
 
 
+def _read_capped(path: Path) -> tuple[bytes | None, tuple[str, str]]:
+    """A regular file's bytes, at most ``_MAX_BYTES``; else ``None`` and ``(code, reason)``.
+
+    Stat first (without following a link: a ``game_*.py`` may point at ``/dev/zero`` or a FIFO), then read at most
+    the cap from the file opened without following links, and check it is the file that was stat'ed.
+    """
+    try:
+        before = path.lstat()
+        if not stat.S_ISREG(before.st_mode):
+            return None, ("unreadable", "not a regular file (a link, device, FIFO or folder)")
+        if before.st_size > _MAX_BYTES:
+            return None, ("too_large", f"{before.st_size} bytes > {_MAX_BYTES}")
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        return None, ("unreadable", str(exc)[:200])
+    try:
+        opened = os.fstat(fd)
+        if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (before.st_dev, before.st_ino):
+            return None, ("unreadable", "the file changed while it was opened")
+        with os.fdopen(os.dup(fd), "rb") as file:
+            data = file.read(_MAX_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > _MAX_BYTES:  # grew after the stat
+        return None, ("too_large", f"more than {_MAX_BYTES} bytes")
+    return data, ("", "")
+
+
 def _env_id(path: Path, taken: set[str]) -> str:
     base = "ref_" + re.sub(r"[^A-Za-z0-9_]", "_", path.stem)[:80]
     env_id, n = base, 1
@@ -149,9 +179,9 @@ def import_pool(
 
     def run(job: tuple[Path, ImportedGame]) -> tuple[ImportedGame, str | None]:
         path, game = job
-        data = path.read_bytes()
-        if len(data) > _MAX_BYTES:
-            game.code, game.reason = "too_large", f"{len(data)} bytes > {_MAX_BYTES}"
+        data, why = _read_capped(path)
+        if data is None:
+            game.code, game.reason = why
             return game, None
         try:
             source = wrap_reference_game(data.decode("utf-8"), path.name, scoring=scoring, turn_cap=config.max_turns)

@@ -25,6 +25,7 @@ __all__ = [
     "check_spade_block",
     "exit_on_bad_spade_block",
     "require_spade_block",
+    "rlve_timeouts_check",
 ]
 
 #: A check's verdict: ``ok``; ``warn`` (the run can go on, something deserves a look); ``fail`` (it cannot).
@@ -186,7 +187,27 @@ def check_spade_block(spade: Mapping[str, Any], variant: str | None = None) -> l
     checks.append(_corpus_check(spade.get("corpus"), required))
     if fixed:
         checks.append(_fixed_pool_check(_get(spade, "fixed_env.pool_dir")))
+    if fixed and _get(spade, "fixed_env.rlve.enable", False):
+        checks.append(rlve_timeouts_check(spade))
     return checks
+
+
+def rlve_timeouts_check(spade: Mapping[str, Any]) -> Check:
+    """docs/baselines.md's rule: RLVE's generator timeout < the sandbox's soft timeout < its call timeout.
+
+    RLVE's generator swallows every exception, the in-worker alarm included: with the soft timeout below the
+    generator's, a slow (legitimate) generation is cut, retried and then killed, so it never reaches the window.
+    """
+    generate = _get(spade, "fixed_env.rlve.generate_timeout_s", 10)
+    soft = _get(spade, "sandbox.soft_timeout_s", 5.0)
+    call = _get(spade, "sandbox.call_timeout_s", 10.0)
+    detail = f"rlve generate_timeout_s {generate} s, sandbox soft_timeout_s {soft} s, call_timeout_s {call} s"
+    if not (isinstance(generate, (int, float)) and isinstance(soft, (int, float)) and isinstance(call, (int, float))):
+        return Check("rlve", "fail", detail, "set the three timeouts to numbers")
+    if not generate < soft < call:
+        fix = f"e.g. spade.sandbox.soft_timeout_s={generate + 2} spade.sandbox.call_timeout_s={generate + 5}"
+        return Check("rlve", "fail", detail + ": RLVE needs generate < soft < call (docs/baselines.md)", fix)
+    return Check("rlve", "ok", detail)
 
 
 def require_spade_block(spade: Mapping[str, Any], variant: str | None = None) -> None:

@@ -178,6 +178,15 @@ class _Run:
             # a reply the host could not even take apart: the worker (env code) broke the protocol
             raise Rejected("protocol_violation", f"malformed {phase} reply: {type(exc).__name__}: {exc}") from exc
 
+    def remote_env(self, source: str, pool: WorkerPool, filename: str) -> RemoteEnv:
+        """Load ``source`` in a worker; the wait for a pool slot is part of the budget.
+
+        A slot not free before the deadline raises ``SandboxUnavailable`` (``acquire_timeout``): ``machine_fault``,
+        the machine's condition, never charged to the design.
+        """
+        worker = pool.acquire(timeout=max(0.0, self.deadline - time.monotonic()))
+        return RemoteEnv(source, pool, filename, worker=worker)
+
     def check_budget(self) -> None:
         if time.monotonic() > self.deadline:
             raise Rejected("validation_budget", f"validation ran past its {self.budget_s:g} s budget")
@@ -217,7 +226,7 @@ def validate_source(
     run = _Run(config.budget_s)
     envs: list[RemoteEnv] = []
     try:
-        env = run.call("load", lambda: RemoteEnv(source, pool, filename))
+        env = run.call("load", lambda: run.remote_env(source, pool, filename))
         envs.append(env)
         report.class_name, report.setting = env.class_name, env.setting
         report.declared_max_turns = env.max_turns
@@ -229,7 +238,7 @@ def validate_source(
         transcripts = _check_episodes(run, env, config, report)
         if config.cross_worker:
             env.close()  # one worker at a time: concurrent validations can never hold every slot and wait
-            other = run.call("load", lambda: RemoteEnv(source, pool, filename))
+            other = run.call("load", lambda: run.remote_env(source, pool, filename))
             envs.append(other)
             _check_other_worker(run, other, config, report, transcripts)
         if audit is not None and env.setting == "tool_use":

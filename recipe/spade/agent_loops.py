@@ -217,8 +217,8 @@ class SpadeDesignerLoop(_SpadeLoop):
         except Exception as exc:  # admit reports env faults itself; this is a host-side bug on odd output
             return {**base, **_fault(exc, "load"), "sandbox_s": time.perf_counter() - started}
         base.update(valid=source is not None, code=report.code, sandbox_s=time.perf_counter() - started)
-        if source is None:
-            return {**base, "code": report.code or "crashed"}
+        if source is None:  # no worker could be had (machine_fault): the machine's condition, excluded
+            return {**base, "code": report.code or "crashed", "excluded": report.code == "machine_fault"}
         plays = self.spade["plays_per_arm"]
         seeds = [(step * 100_000 + design * plays + i) * 7 + 1 for i in range(plays)]
         hint_text = await self._generate_text(hint_messages(setting, source), self.spade["hint"])

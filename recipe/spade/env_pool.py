@@ -79,6 +79,12 @@ class SpadeEnvPool:
         rlve = spade["fixed_env"].get("rlve") or {}
         if rlve.get("enable") and not spade["fixed_env"]["enable"]:
             raise ValueError("spade.fixed_env.rlve.enable needs spade.fixed_env.enable=true (a baseline: no designer)")
+        if rlve.get("enable"):
+            from spade_envs.preflight import rlve_timeouts_check
+
+            check = rlve_timeouts_check(spade)  # RLVE's generator timeout against the sandbox's (docs/baselines.md)
+            if check.status == "fail":
+                raise ValueError(f"{check.detail} -> {check.fix}")
         self.rlve = RLVETasks(rlve, spade["seed"]) if rlve.get("enable") else None
         lp = spade.get("learning_potential") or {}
         self.lp_fast = SkillEMA(float(lp.get("fast_ema", 0.98)))

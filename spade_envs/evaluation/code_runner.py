@@ -37,7 +37,7 @@ __all__ = ["CODE_SANDBOX", "PREAMBLE", "RUNNER_SOURCE", "ProgramTest", "outputs_
 CODE_SANDBOX = SandboxConfig(
     call_timeout_s=12.0, soft_timeout_s=6.0, memory_mb=2048, episode_cpu_s=1800, episode_wall_s=3600.0,
     max_request_bytes=256 << 20, max_response_bytes=256 << 20, max_observation_chars=128 << 20,
-    max_episode_observation_chars=1 << 31, pool_size=2, preload_numpy=True,
+    max_episode_reply_bytes=1 << 31, pool_size=2, preload_numpy=True,
 )  # fmt: skip
 
 _STAR = ("string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math", "random", "statistics",

@@ -13,7 +13,7 @@ from typing import Any
 
 from spade_envs.contract import StepResult
 from spade_envs.gym_adapter import TextEnv
-from spade_envs.sandbox.errors import OutputTooLarge, SandboxUnavailable
+from spade_envs.sandbox.errors import SandboxUnavailable
 from spade_envs.sandbox.pool import WorkerPool, shielded
 from spade_envs.sandbox.process import Worker
 
@@ -30,7 +30,6 @@ class RemoteEnv:
     def __init__(self, source: str, pool: WorkerPool, filename: str = "<env>", worker: Worker | None = None) -> None:
         self.pool = pool
         self.worker: Worker = worker if worker is not None else pool.acquire()
-        self._observed = 0  # observation characters returned since the last reset
         try:
             meta = self.worker.call("init", timeout=pool.config.start_timeout_s, source=source, filename=filename)
             self.class_name: str = meta["class_name"]
@@ -40,23 +39,11 @@ class RemoteEnv:
             pool.release(self.worker)
             raise
 
-    def _observe(self, text: str, fresh: bool = False) -> str:
-        """Count what the host keeps of this episode; past ``max_episode_observation_chars`` the episode ends."""
-        self._observed = len(text) + (0 if fresh else self._observed)
-        cap = self.pool.config.max_episode_observation_chars
-        if self._observed > cap:
-            self.worker.kill()
-            raise OutputTooLarge(
-                f"the episode returned {self._observed} observation characters, over the cap of {cap}",
-                code="episode_output_budget",
-            )
-        return text
-
     def reset(self, seed: int | None = None) -> tuple[str, dict[str, Any]]:
         obs, info, max_turns = self.worker.call("reset", seed=seed)
         if max_turns is not None:
             self.max_turns = max_turns  # some environments size their turn budget per episode
-        return self._observe(obs, fresh=True), info
+        return obs, info
 
     def step(self, action: str) -> StepResult:
         return self._checked(self.worker.call("step", action=action))
@@ -66,10 +53,10 @@ class RemoteEnv:
 
     def _checked(self, result: tuple[str, float, bool, bool, dict[str, Any]]) -> StepResult:
         obs, reward, terminated, truncated, info = result
-        return self._observe(obs), reward, terminated, truncated, info
+        return obs, reward, terminated, truncated, info
 
     def call_tool(self, name: str, arguments: Any) -> str:
-        return self._observe(self.worker.call("call_tool", name=name, arguments=arguments))
+        return self.worker.call("call_tool", name=name, arguments=arguments)
 
     def tools(self) -> list[dict[str, Any]]:
         return self.worker.call("tools")

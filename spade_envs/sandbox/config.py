@@ -36,8 +36,9 @@ class SandboxConfig:
             asyncio callers wait without holding a thread.
         episode_wall_s: wall-clock seconds a worker may spend answering calls over its life (one episode), whether
             it computes or sleeps; past it the worker is killed (``EnvTimeout``, ``episode_wall_budget``).
-        max_episode_observation_chars: most observation characters (reset, step and tool outputs) one episode may
-            return to the host, counted from each ``reset``; past it ``OutputTooLarge`` (``episode_output_budget``).
+        max_episode_reply_bytes: most bytes of replies (observations, info, tool outputs, tool schemas, solutions:
+            everything the host decodes) one episode may send, counted from each ``reset`` and checked before a
+            reply is decoded; past it the worker is killed (``OutputTooLarge``, ``episode_output_budget``).
         scratch_mb: total size of a worker's scratch directory (a size-limited tmpfs; see docs/sandbox.md).
         scratch_files: most files and directories in a worker's scratch (where the host can mount its tmpfs).
         preload_numpy: import numpy in the worker before env code runs (env code may use it).
@@ -61,7 +62,7 @@ class SandboxConfig:
     max_workers: int = 256
     acquire_timeout_s: float = 3600.0
     episode_wall_s: float = 120.0
-    max_episode_observation_chars: int = 2 << 20
+    max_episode_reply_bytes: int = 2 << 20
     scratch_mb: int = 32
     scratch_files: int = 1024
     preload_numpy: bool = True
@@ -82,8 +83,8 @@ class SandboxConfig:
         for name in ("pool_size", "reply_spin_us"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if self.max_episode_observation_chars < self.max_observation_chars:
-            raise ValueError("max_episode_observation_chars must be at least max_observation_chars")
+        if self.max_episode_reply_bytes < self.max_observation_chars:
+            raise ValueError("max_episode_reply_bytes must be at least max_observation_chars (one observation)")
         if self.soft_timeout_s >= self.call_timeout_s:
             raise ValueError(
                 f"soft_timeout_s ({self.soft_timeout_s}) must be below call_timeout_s ({self.call_timeout_s})"

@@ -48,7 +48,7 @@ SANDBOX_FAILURE_CODES: dict[str, str] = {
     "output_too_large": "a string in a reply exceeded max_observation_chars (the worker survives)",
     "reply_too_large": "a reply line exceeded max_response_bytes; the worker was killed",
     "request_too_large": "a request exceeded max_request_bytes",
-    "episode_output_budget": "an episode's observations exceeded max_episode_observation_chars",
+    "episode_output_budget": "an episode's replies exceeded max_episode_reply_bytes; the worker was killed",
     # SandboxUnavailable
     "no_level": "no isolation level works on this machine",
     "acquire_timeout": "no worker slot became free within acquire_timeout_s (max_workers busy)",

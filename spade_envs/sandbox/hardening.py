@@ -10,6 +10,7 @@ import ctypes
 import errno
 import os
 import resource
+import stat
 import sys
 from collections.abc import Iterable
 from typing import Any
@@ -44,7 +45,21 @@ DENIED_SYSCALLS = (
     # visible to the next worker: no env needs them.
     "shmget", "shmat", "shmdt", "shmctl", "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop", "semtimedop",
     "semctl", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
+    # Anonymous shared memory is host RAM outside RLIMIT_AS and every budget (memfds outlive their mappings).
+    "memfd_create", "memfd_secret",
+    # Reaching into other processes by pidfd or comparing their resources.
+    "process_madvise", "process_mrelease", "kcmp",
 )  # fmt: skip
+
+#: Syscalls aimed at a process by pid (argument ``index``): allowed only for the caller itself (pid 0). With a
+#: shared uid (a non-root host) they would let env code cap the trainer's rlimits, renice or re-pin it, or move
+#: its pages.
+SELF_ONLY_SYSCALLS = (
+    ("prlimit64", 0), ("sched_setaffinity", 0), ("sched_setparam", 0), ("sched_setscheduler", 0),
+    ("sched_setattr", 0), ("migrate_pages", 0), ("move_pages", 0), ("setpriority", 1), ("ioprio_set", 1),
+)  # fmt: skip
+_PR_SET_PDEATHSIG = 1
+_PRIO_PROCESS, _IOPRIO_WHO_PROCESS = 0, 1
 
 
 def apply_rlimits(memory_mb: int, cpu_s: int, file_size_mb: int, open_files: int, processes: int | None) -> None:
@@ -73,8 +88,6 @@ def nproc_counts_per_userns() -> bool:
 
 def world_readable(path: str) -> bool:
     """Whether a user with no special rights can reach ``path`` (every parent searchable, the path readable)."""
-    import stat
-
     path = os.path.realpath(path)
     parts = path.split(os.sep)
     for i in range(2, len(parts) + 1):
@@ -101,7 +114,7 @@ def _capset(effective: int, permitted: int) -> None:
         raise OSError(ctypes.get_errno(), "capset failed")
 
 
-def drop_to_uid_keeping_read_search(uid: int, scratch: str) -> None:
+def drop_to_uid_keeping_read_search(uid: int) -> None:
     """As root: become ``uid`` but keep ``CAP_DAC_READ_SEARCH`` and nothing else.
 
     For an interpreter installed where other uids cannot read it (``/root/.pyenv``): the worker may then read any
@@ -113,7 +126,6 @@ def drop_to_uid_keeping_read_search(uid: int, scratch: str) -> None:
             break  # PR_CAPBSET_DROP: past the last capability this kernel knows
     if _libc.prctl(8, 1, 0, 0, 0) != 0:  # PR_SET_KEEPCAPS: keep the permitted set across setuid
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_KEEPCAPS) failed")
-    os.chown(scratch, uid, uid)
     os.setgroups([])
     os.setgid(uid)
     os.setuid(uid)
@@ -121,9 +133,11 @@ def drop_to_uid_keeping_read_search(uid: int, scratch: str) -> None:
     _capset(effective=bit, permitted=bit)
 
 
-def drop_privileges(uid: int, scratch: str) -> None:
-    """As root: hand the scratch dir to ``uid`` and become it (no supplementary groups)."""
-    os.chown(scratch, uid, uid)
+def drop_privileges(uid: int) -> None:
+    """As root: become ``uid`` (no supplementary groups, no capability left to regain; the host chowned scratch)."""
+    for cap in range(64):  # bounding set (needs CAP_SETPCAP; no_new_privs makes it moot otherwise)
+        if _libc.prctl(24, cap, 0, 0, 0) != 0 and ctypes.get_errno() == errno.EINVAL:
+            break
     os.setgroups([])
     os.setgid(uid)
     os.setuid(uid)
@@ -156,8 +170,10 @@ def _seccomp_module() -> Any:
 def load_seccomp() -> None:
     """Load a deny-list seccomp filter (default allow) into this process.
 
-    EPERM for :data:`DENIED_SYSCALLS`, for ``clone`` without ``CLONE_THREAD`` (threads still work) and for signals
-    to any process but this one; ENOSYS for ``clone3`` so glibc falls back to ``clone``. Sets ``no_new_privs``.
+    EPERM for :data:`DENIED_SYSCALLS`, for ``clone`` without ``CLONE_THREAD`` (threads still work), for signals
+    to any process but this one, for :data:`SELF_ONLY_SYSCALLS` aimed at another pid, and for
+    ``prctl(PR_SET_PDEATHSIG)`` (the worker armed it); ENOSYS for ``clone3`` so glibc falls back to ``clone``.
+    Sets ``no_new_privs``.
     """
     sc = _seccomp_module()
     filt = sc.SyscallFilter(defaction=sc.ALLOW)
@@ -173,6 +189,11 @@ def load_seccomp() -> None:
     filt.add_rule(deny, "kill", sc.Arg(0, sc.NE, me))
     filt.add_rule(deny, "tgkill", sc.Arg(0, sc.NE, me))
     filt.add_rule(deny, "rt_sigqueueinfo", sc.Arg(0, sc.NE, me))
+    for name, index in SELF_ONLY_SYSCALLS:  # any other pid (or one with high bits set) is refused
+        filt.add_rule(deny, name, sc.Arg(index, sc.NE, 0))
+    filt.add_rule(deny, "setpriority", sc.Arg(0, sc.NE, _PRIO_PROCESS))  # not a process group or a whole uid
+    filt.add_rule(deny, "ioprio_set", sc.Arg(0, sc.NE, _IOPRIO_WHO_PROCESS))
+    filt.add_rule(deny, "prctl", sc.Arg(0, sc.EQ, _PR_SET_PDEATHSIG))  # armed already: env code may not clear it
     filt.load()
 
 
@@ -197,8 +218,11 @@ def landlock_abi() -> int:
     return max(int(version), 0)
 
 
-def restrict_filesystem(read_only: Iterable[str], read_write: Iterable[str]) -> int:
+def restrict_filesystem(read_only: Iterable[str], read_write: Iterable[str], list_only: Iterable[str] = ()) -> int:
     """Landlock this process: read/execute under ``read_only``, everything under ``read_write``, nothing elsewhere.
+
+    ``list_only``: directories whose entries (names only, at any depth) may be listed, nothing read: the parents of
+    carved-out evaluation data (``launch.split_readable``).
 
     TCP bind and connect are denied (ABI >= 4); abstract unix sockets and signals to other domains scoped (ABI >= 6).
     Returns the ABI used. UDP is not covered by Landlock: seccomp's socket rule closes that gap.
@@ -213,17 +237,18 @@ def restrict_filesystem(read_only: Iterable[str], read_write: Iterable[str]) -> 
     if ruleset < 0:
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
     try:
-        for paths, access in ((read_only, _FS_READ), (read_write, fs_all)):
-            for path in paths:
-                if not os.path.exists(path):
-                    continue
-                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        rule, file_rights = _PathBeneath(), _file_rights(abi)
+        rule_ref, add_rule = ctypes.byref(rule), _libc.syscall
+        for paths, access in ((list_only, 1 << 3), (read_only, _FS_READ), (read_write, fs_all)):
+            for path in paths:  # hundreds of paths where evaluation data is carved out: one open and fstat each
                 try:
-                    is_dir = os.path.isdir(path)
-                    rule = _PathBeneath(
-                        allowed=access if is_dir else access & ~(1 << 3) & _file_rights(abi), parent_fd=fd
-                    )
-                    if _libc.syscall(_SYS_ADD_RULE, ruleset, 1, ctypes.byref(rule), 0) < 0:
+                    fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+                except FileNotFoundError:
+                    continue
+                try:
+                    is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
+                    rule.allowed, rule.parent_fd = (access if is_dir else access & ~(1 << 3) & file_rights), fd
+                    if add_rule(_SYS_ADD_RULE, ruleset, 1, rule_ref, 0) < 0:
                         raise OSError(ctypes.get_errno(), f"landlock_add_rule failed for {path}")
                 finally:
                     os.close(fd)

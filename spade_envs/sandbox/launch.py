@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import queue
 import shutil
@@ -33,10 +34,14 @@ __all__ = [
     "PACKAGE",
     "ROOT",
     "WORKER_SCRIPT",
+    "HIDDEN_PACKAGES",
     "bwrap_prefix",
+    "hidden_paths",
+    "landlock_paths",
     "python_command",
     "read_only_paths",
     "spawn",
+    "split_readable",
 ]
 
 ROOT = str(Path(__file__).resolve().parents[2])
@@ -71,29 +76,106 @@ def read_only_paths() -> list[str]:
     return sorted(p for p in paths if p and os.path.exists(p))
 
 
-def bwrap_prefix(scratch: str, scratch_mounted: bool = True, scratch_mb: int = 0) -> list[str]:
+#: Installed packages that hold evaluation data (benchmarks, answer files, held-out generators): an env that could
+#: read them could serve held-out items to the agent (train-on-test by construction).
+HIDDEN_PACKAGES = ("bfcl_eval", "reasoning_gym")
+
+
+def hidden_paths() -> list[str]:
+    """What a worker must not read although it lies inside a read-only path: evaluation code, data and answers."""
+    paths = [os.path.join(PACKAGE, "evaluation")]
+    paths += [os.path.join(sp, name) for sp in site_packages() for name in HIDDEN_PACKAGES]
+    return sorted(p for p in dict.fromkeys(paths) if os.path.exists(p))
+
+
+def split_readable(paths: list[str], hidden: list[str]) -> tuple[list[str], list[str]]:
+    """``(readable, list_only)``: ``paths`` with ``hidden`` carved out, for Landlock, whose rules only add rights.
+
+    A path above a hidden one may only be listed (Python's import system lists ``sys.path`` entries); each of its
+    entries is then readable, or carved again, or left out if hidden. Links into hidden trees are left out.
+    """
+    hidden_set = {os.path.realpath(h) for h in hidden}
+    readable: list[str] = []
+    listed: list[str] = []
+
+    def visit(path: str) -> None:
+        real = os.path.realpath(path)
+        if real in hidden_set or any(real.startswith(h + "/") for h in hidden_set):
+            return
+        if not any(h.startswith(real.rstrip("/") + "/") for h in hidden_set):
+            readable.append(path)
+        elif os.path.islink(path):
+            return  # the real directory is carved where it is visited itself
+        else:
+            listed.append(path)
+            for name in sorted(os.listdir(path)):
+                visit(os.path.join(path, name))
+
+    for path in paths:
+        visit(path)
+    return list(dict.fromkeys(readable)), list(dict.fromkeys(listed))
+
+
+@functools.lru_cache(maxsize=1)
+def landlock_paths() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """:func:`split_readable` of :func:`read_only_paths` (computed once per host process)."""
+    readable, listed = split_readable(read_only_paths(), hidden_paths())
+    return tuple(readable), tuple(listed)
+
+
+def _ancestors(paths: list[str]) -> list[str]:
+    """Every directory above ``paths`` (outermost first), which bubblewrap would otherwise create mode 0700."""
+    found: set[str] = set()
+    for path in paths:
+        parent = os.path.dirname(path.rstrip("/"))
+        while parent not in ("", "/"):
+            found.add(parent)
+            parent = os.path.dirname(parent)
+    return sorted(found, key=lambda p: (p.count("/"), p))
+
+
+def bwrap_prefix(scratch: str, scratch_mounted: bool = True, scratch_mb: int = 0, root_host: bool = False) -> list[str]:
     """The bubblewrap command up to ``--``: namespaces, read-only binds, scratch, a minimal ``/dev``.
 
     No tmpfs at /tmp: it would hide binds of paths under /tmp (a checkout, a venv, the scratch dir) mounted before
     it, or let env code write beside them if mounted first. TMPDIR points at scratch instead (worker.py). When
     the host could not put a limited tmpfs on scratch, bubblewrap mounts one of ``scratch_mb`` MiB there.
+
+    ``root_host``: the host is root. A user namespace made by root maps the sandbox's uid to host uid 0, and global
+    sysctls check only that uid, so bubblewrap then makes no user namespace: it keeps only ``CAP_SETUID``,
+    ``CAP_SETGID`` and ``CAP_SETPCAP`` for the worker, which drops to its leased host uid (and its bounding set)
+    before any env code arrives. Directories above the binds are made 0755, so that uid can reach the binds even
+    when the host's own parents (``/root``) are closed; what the binds hold keeps its own modes.
     """
-    args = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--die-with-parent", "--cap-drop", "ALL", "--clearenv"]
-    args += ["--setenv", "PYTHONHASHSEED", HASH_SEED]
+    args = [shutil.which("bwrap") or "bwrap"]
+    if root_host:
+        args += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+        args += ["--die-with-parent", "--cap-drop", "ALL"]
+        args += [arg for cap in ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP") for arg in ("--cap-add", cap)]
+    else:
+        args += ["--unshare-all", "--die-with-parent", "--cap-drop", "ALL"]
+    args += ["--clearenv", "--setenv", "PYTHONHASHSEED", HASH_SEED]
     for link in ("/lib", "/lib64", "/bin", "/sbin"):
         if os.path.islink(link):
             args += ["--symlink", os.readlink(link), link]
         elif os.path.isdir(link):
             args += ["--ro-bind", link, link]
     paths = read_only_paths()
-    for path in paths:  # a path inside another bound path is already visible
-        if not any(path != other and path.startswith(other.rstrip("/") + "/") for other in paths):
-            args += ["--ro-bind", path, path]
-    if scratch_mounted or scratch_mb <= 0:
+    binds = [p for p in paths if not any(p != o and p.startswith(o.rstrip("/") + "/") for o in paths)]
+    for parent in _ancestors([*binds, scratch]):  # a path inside another bound path is already visible
+        if not any(parent == b or parent.startswith(b.rstrip("/") + "/") for b in binds):
+            args += ["--perms", "0755", "--dir", parent]
+    for path in binds:
+        args += ["--ro-bind", path, path]
+    for path in hidden_paths():  # evaluation data stays out of the sandbox: an empty read-only tmpfs covers it
+        args += ["--perms", "0555", "--tmpfs", path, "--remount-ro", path]
+    if root_host or scratch_mounted or scratch_mb <= 0:
         args += ["--bind", scratch, scratch]
     else:
         args += ["--size", str(scratch_mb << 20), "--perms", "0700", "--tmpfs", scratch]
-    args += ["--proc", "/proc"]
+    # Kernel state stays read-only whoever the worker is: bubblewrap covers /proc/sys only when it sees it writable.
+    args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys"]
+    args += ["--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger"]
     for device in _DEVICES:
         if os.path.exists(device):
             args += ["--dev-bind", device, device]
@@ -102,7 +184,8 @@ def bwrap_prefix(scratch: str, scratch_mounted: bool = True, scratch_mb: int = 0
         args += ["--symlink", target, f"/dev/{name}"]
     # The sandbox's own root (a tmpfs holding the mount points, /dev included) becomes read-only: only scratch is
     # writable.
-    return args + ["--remount-ro", "/", "--chdir", scratch, "--uid", "65534", "--gid", "65534", "--"]
+    args += ["--remount-ro", "/", "--chdir", "/" if root_host else scratch]  # as root: scratch is the worker's uid's
+    return args + ([] if root_host else ["--uid", "65534", "--gid", "65534"]) + ["--"]
 
 
 _requests: queue.SimpleQueue[tuple[Future[subprocess.Popen[bytes]], list[str], dict[str, Any]]] = queue.SimpleQueue()

@@ -24,6 +24,7 @@ from spade_envs.sandbox.errors import SandboxError, SandboxUnavailable
 from spade_envs.sandbox.process import Worker, become_subreaper, reap_orphans
 from spade_envs.sandbox.scratch import sweep_stale
 from spade_envs.sandbox.slots import SlotGate
+from spade_envs.sandbox.uids import user_label
 
 __all__ = ["WorkerPool", "probe_isolation"]
 
@@ -97,6 +98,8 @@ class WorkerPool:
         become_subreaper()
         sweep_stale()  # scratch dirs of hosts that were killed
         self.level = probe_isolation(self.config)
+        if self.level != "none":
+            log.info("spade sandbox workers' host uid: %s", user_label())
         self._ready: deque[Worker] = deque()
         self._live: set[Worker] = set()
         self._lock = threading.Lock()

@@ -8,7 +8,6 @@ killed (its whole process group) and must not be used again.
 from __future__ import annotations
 
 import ctypes
-import itertools
 import json
 import os
 import select
@@ -32,17 +31,24 @@ from spade_envs.sandbox.errors import (
     SandboxError,
     SandboxUnavailable,
 )
-from spade_envs.sandbox.launch import ROOT, bwrap_prefix, python_command, read_only_paths, site_packages, spawn
+from spade_envs.sandbox.launch import (
+    ROOT,
+    bwrap_prefix,
+    landlock_paths,
+    python_command,
+    read_only_paths,
+    site_packages,
+    spawn,
+)
 from spade_envs.sandbox.replies import MAX_DEPTH, BadReply, check_json, check_result
 from spade_envs.sandbox.scratch import Scratch
+from spade_envs.sandbox.uids import UidLease, lease_uid
 
 __all__ = ["Worker", "become_subreaper", "reap_orphans"]
 
 # Kept for callers and tests that imported them from here.
 _read_only_paths = read_only_paths
 _bwrap_prefix = bwrap_prefix
-_uids = itertools.count(os.getpid() % 1000 * 1000)
-_BASE_UID = 200_000
 
 
 def become_subreaper() -> None:
@@ -95,13 +101,19 @@ class Worker:
         self.dead = False
         self.proc: subprocess.Popen[bytes] | None = None
         self.busy_s = 0.0  # wall time spent in calls: the episode's budget is config.episode_wall_s
+        self.reply_bytes = 0  # bytes of replies since the last reset: the budget is config.max_episode_reply_bytes
         self._seq = 0
         self._buffer = b""
         self._fds: list[int] = []
         self._cgroup: PidsCgroup | None = None
+        self._uid: UidLease | None = None
         try:
-            self._scratch = Scratch(config.scratch_mb, config.scratch_files)
+            if os.geteuid() == 0 and level != "none":  # env code never runs as (or as a mapping of) host root
+                self._uid = lease_uid()
+            self._scratch = Scratch(config.scratch_mb, config.scratch_files, self._uid.uid if self._uid else None)
         except OSError as exc:
+            if self._uid is not None:
+                self._uid.release()
             raise SandboxUnavailable(f"could not create a scratch dir: {exc}", code="spawn_failed") from exc
         self.scratch = self._scratch.path
         try:
@@ -151,9 +163,11 @@ class Worker:
             "level": level,
             "root": ROOT,
             "scratch": self.scratch,
-            "uid": _BASE_UID + next(_uids) % 100_000,
+            "uid": self._uid.uid if self._uid is not None else None,
             "host_pid": None if level == "bwrap" else os.getpid(),  # inside bwrap the parent is bwrap itself
-            "read_only": read_only_paths(),
+            "read_only": list(landlock_paths()[0]) if level == "landlock" else read_only_paths(),
+            "list_only": list(landlock_paths()[1]) if level == "landlock" else [],
+            "bound": read_only_paths(),  # what the uid must reach (the few roots, not Landlock's carved list)
             "site_packages": site_packages(),
             "soft_timeout_s": config.soft_timeout_s,
             "max_request_bytes": config.max_request_bytes,
@@ -165,7 +179,8 @@ class Worker:
         }  # fmt: skip
         cmd, env = python_command(json.dumps(worker_cfg))
         if level == "bwrap":  # bwrap starts with an empty environment (/proc/1/environ shows it) and sets the child's
-            cmd, env = bwrap_prefix(self.scratch, self._scratch.mounted, config.scratch_mb) + cmd, {}
+            prefix = bwrap_prefix(self.scratch, self._scratch.mounted, config.scratch_mb, self._uid is not None)
+            cmd, env = prefix + cmd, {}
         return (self._cgroup.wrap(cmd) if self._cgroup is not None else cmd), env
 
     # -- calls ----------------------------------------------------------------------------------------------------
@@ -199,6 +214,8 @@ class Worker:
             if self._buffer or self._poller.poll(0):
                 self._fail(ProtocolViolation("the worker sent data nobody asked for", code="unsolicited_data"))
             self._seq += 1
+            if op == "reset":
+                self.reply_bytes = 0
             deadline = started + min(limit, left)
             self._write(data, deadline, op, timeout_code)
             return self._read_reply(self._seq, deadline, op, timeout_code)
@@ -233,6 +250,10 @@ class Worker:
 
     def _read_reply(self, seq: int, deadline: float, op: str, timeout_code: str) -> Any:
         cap = self.config.max_response_bytes
+        # Every byte the host decodes counts against the episode, checked before decoding (the start message and
+        # the fixed-size ping/close answers aside): a fat info or tool list costs host CPU like an observation.
+        counted = op not in ("start", "ping", "close")
+        left = self.config.max_episode_reply_bytes - self.reply_bytes if counted else cap
         while b"\n" not in self._buffer:
             if not self._wait_readable(deadline):
                 self._fail(EnvTimeout(f"{op} did not answer in time; the worker was killed", code=timeout_code))
@@ -240,13 +261,13 @@ class Worker:
             if not chunk:
                 self._fail(EnvCrashed(self._death_note(f"during {op}")))
             self._buffer += chunk
-            if len(self._buffer) > cap and b"\n" not in self._buffer[:cap]:
-                self._fail(
-                    OutputTooLarge(f"{op} reply exceeds {cap} bytes; the worker was killed", code="reply_too_large")
-                )
+            if len(self._buffer) > min(cap, left) and b"\n" not in self._buffer[: min(cap, left)]:
+                self._fail(self._too_large(op, cap, left))
         line, self._buffer = self._buffer.split(b"\n", 1)
-        if len(line) > cap:
-            self._fail(OutputTooLarge(f"{op} reply exceeds {cap} bytes; the worker was killed", code="reply_too_large"))
+        if len(line) > min(cap, left):
+            self._fail(self._too_large(op, cap, left))
+        if counted:
+            self.reply_bytes += len(line)
         try:
             reply = protocol.decode(line)
             check_json(reply, self.config.max_observation_chars, MAX_DEPTH + 4, line)
@@ -273,6 +294,13 @@ class Worker:
         if kind == "raised":
             raise EnvRaised(f"{op}: {error}", code=code or "exception")
         self._fail(ProtocolViolation(f"reply to {op} has an unknown kind {kind!r}"[:300], code="garbled_reply"))
+
+    def _too_large(self, op: str, cap: int, left: int) -> OutputTooLarge:
+        if left < cap:
+            budget = self.config.max_episode_reply_bytes
+            return OutputTooLarge(f"{op}: the episode's replies exceed {budget} bytes; the worker was killed",
+                                  code="episode_output_budget")  # fmt: skip
+        return OutputTooLarge(f"{op} reply exceeds {cap} bytes; the worker was killed", code="reply_too_large")
 
     def _wait_readable(self, deadline: float) -> bool:
         """Busy-poll briefly (fast replies arrive within microseconds), then sleep in ``poll`` until the deadline."""
@@ -324,6 +352,8 @@ class Worker:
         if self._cgroup is not None:
             self._cgroup.remove()
         self._scratch.remove()
+        if self._uid is not None:  # only once nothing runs as it any more
+            self._uid.release()
         reap_orphans()
 
     def close(self) -> None:

@@ -26,7 +26,7 @@ __all__ = ["PREFIX", "Scratch", "remove_tree", "sweep_stale"]
 
 PREFIX = "spade-env-"
 _MNT_DETACH = 2
-_MS_NOSUID, _MS_NODEV = 2, 4
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 2, 4, 8
 _libc = ctypes.CDLL(None, use_errno=True)
 _can_mount: bool | None = None
 _mount_lock = threading.Lock()
@@ -35,15 +35,22 @@ _mount_lock = threading.Lock()
 class Scratch:
     """A fresh scratch dir for one worker; ``mounted`` tells whether the host put a limited tmpfs on it."""
 
-    def __init__(self, size_mb: int, max_files: int) -> None:
+    def __init__(self, size_mb: int, max_files: int, owner: int | None = None) -> None:
+        """``owner``: the uid (and gid) the worker will run as, when the host (root) hands scratch to it."""
         global _can_mount
         self.path = tempfile.mkdtemp(prefix=f"{PREFIX}{host_tag()}-")
         self.size_mb, self.max_files = size_mb, max_files
         self.mounted = False
+        if owner is not None:
+            os.chown(self.path, owner, owner)
         if _can_mount is False:
             return
-        options = f"size={size_mb}m,nr_inodes={max_files},mode=0700".encode()
-        ok = _libc.mount(b"tmpfs", self.path.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, options) == 0
+        options = f"size={size_mb}m,nr_inodes={max_files},mode=0700"
+        if owner is not None:
+            options += f",uid={owner},gid={owner}"
+        # noexec: a file env code writes here is never a program the kernel would run (a core_pattern helper, say)
+        flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+        ok = _libc.mount(b"tmpfs", self.path.encode(), b"tmpfs", flags, options.encode()) == 0
         if not ok and ctypes.get_errno() not in (errno.EPERM, errno.EACCES, errno.ENOSYS):
             raise OSError(ctypes.get_errno(), f"mounting a tmpfs on {self.path} failed")
         with _mount_lock:

@@ -54,15 +54,18 @@ def _harden(cfg: dict[str, Any], hardening: Any) -> None:
     if level == "none":
         return
     own_uid = False
-    if os.geteuid() == 0 and level in ("landlock", "rlimits"):  # env code never runs as uid 0
-        if all(hardening.world_readable(p) for p in cfg["read_only"] if os.path.exists(p)):
-            hardening.drop_privileges(cfg["uid"], cfg["scratch"])
+    uid = cfg.get("uid")
+    if os.geteuid() == 0 and uid is not None:  # env code never runs as host uid 0, nor as a userns mapping of it
+        readable = all(hardening.world_readable(p) for p in cfg["bound"] if os.path.exists(p))
+        if readable:  # at bwrap this sees the sandbox's own tree: parents made 0755, the binds keep their modes
+            hardening.drop_privileges(uid)
         elif level == "landlock":  # Landlock confines the reads that CAP_DAC_READ_SEARCH would otherwise allow
-            hardening.drop_to_uid_keeping_read_search(cfg["uid"], cfg["scratch"])
+            hardening.drop_to_uid_keeping_read_search(uid)
         else:
             raise PermissionError(
-                "the rlimits level needs an interpreter readable by an unprivileged uid, and this one is not "
-                f"(check the permissions of {sys.base_prefix}); use the bwrap or landlock level"
+                f"the {level} level on a root host needs an interpreter readable by an unprivileged uid (env code "
+                f"never runs as root), and {sys.base_prefix} is not: the landlock level keeps working; or make "
+                "the interpreter world-readable (chmod o+rX along its path)"
             )
         own_uid = True
     limits = cfg["limits"]
@@ -71,9 +74,35 @@ def _harden(cfg: dict[str, Any], hardening: Any) -> None:
     nproc = limits["processes"] if own_uid or (level == "bwrap" and hardening.nproc_counts_per_userns()) else None
     hardening.apply_rlimits(limits["memory_mb"], limits["cpu_s"], limits["file_size_mb"], limits["open_files"], nproc)
     if level == "landlock":
-        hardening.restrict_filesystem(cfg["read_only"], [cfg["scratch"], "/dev/null"])
+        hardening.restrict_filesystem(cfg["read_only"], [cfg["scratch"], "/dev/null"], cfg.get("list_only", ()))
     _die_with_host(cfg.get("host_pid"))  # again: changing the uid cleared the parent-death signal
-    hardening.load_seccomp()
+    hardening.load_seccomp()  # refuses prctl(PR_SET_PDEATHSIG) from here on: env code cannot clear it
+    _watch_parent()  # started after seccomp and Landlock, so the thread is as confined as env code
+
+
+def _watch_parent() -> None:
+    """Exit when the parent changes (a second layer under the parent-death signal): a thread asleep on a pidfd."""
+    import select
+    import threading
+
+    parent, getppid, exit_now = os.getppid(), os.getppid, os._exit  # bound now: env code may rebind the modules'
+
+    def watch() -> None:
+        try:
+            fd = os.pidfd_open(parent)
+        except (AttributeError, OSError):
+            fd = -1
+        poller = select.poll()
+        if fd >= 0:
+            poller.register(fd, select.POLLIN)
+        while getppid() == parent:
+            if fd >= 0 and not poller.poll(1000):
+                continue
+            fd = -1  # no pidfd, or an event while the parent lives (env code closed or replaced the fd): sleep-poll
+            threading.Event().wait(0.5)
+        exit_now(5)
+
+    threading.Thread(target=watch, name="spade-parent-watchdog", daemon=True).start()
 
 
 def _die_with_host(host_pid: int | None) -> None:
@@ -214,10 +243,10 @@ def main() -> None:
     for name in ("collections", "dataclasses", "functools", "heapq", "itertools", "math", "random", "re", "string"):
         __import__(name)  # stdlib modules env code commonly uses: loaded once, before any env code arrives
 
-    os.chdir(cfg["scratch"])
     server = _Server(cfg, core)
     try:
         _harden(cfg, core["hardening"])
+        os.chdir(cfg["scratch"])  # after the uid change: as a root host's worker, scratch belongs to the new uid
     except Exception as exc:  # report why this level cannot work here, then stop
         server.send({"seq": 0, "ok": False, "kind": "raised", "code": "hardening_failed", "error": str(exc)})
         os._exit(4)

@@ -128,8 +128,11 @@ def test_the_budget_counts_designs_samples_and_measurement_plays():
 
 
 def test_the_rlve_baseline_plays_one_instance_per_row_and_its_windows_survive_a_checkpoint(tmp_path):
-    spade = spade_block(tmp_path, "spade.fixed_env.enable=true", "spade.fixed_env.rlve.enable=true",
-                        "spade.fixed_env.rlve.window.window_attempts=4")  # fmt: skip
+    rlve = ("spade.fixed_env.enable=true", "spade.fixed_env.rlve.enable=true")
+    with pytest.raises(ValueError, match="RLVE needs generate < soft < call"):  # issue 24, finding 9: shipped 10/5/10
+        SpadeEnvPool(spade_block(tmp_path / "shipped", *rlve))
+    spade = spade_block(tmp_path, *rlve, "spade.fixed_env.rlve.window.window_attempts=4",
+                        "spade.sandbox.soft_timeout_s=12", "spade.sandbox.call_timeout_s=15")  # fmt: skip
     pool = SpadeEnvPool(spade)
     tasks = [pool.agent_task(0, slot) for slot in range(16)]
     assert len({t["rlve_env"] for t in tasks}) == 16  # official16: every env once per step

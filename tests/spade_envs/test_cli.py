@@ -110,3 +110,35 @@ def test_validate_plays_with_the_training_turn_cap(capsys, tmp_path):
     report = json.loads(capsys.readouterr().out)
     assert report["max_turns"] == 40 and report["run_seed"] == 3 and report["key"] == "k"
     assert len(report["seeds"]) == 3 and len(report["probe_seeds"]) == 2
+
+
+ESCAPING_ENV = '''
+class EscapeEnv:
+    """Observations and errors that would drive a terminal: clipboard (OSC 52), title, cursor moves, C1 CSI."""
+
+    max_turns = 3
+
+    def reset(self, seed=None):
+        return "\\x1b]52;c;ZWNobyBwd25lZA==\\x07\\x1b]0;title\\x07\\x9b2J\\x1b[1A\\rstart\\tok", {}
+
+    def step(self, action):
+        raise ValueError("\\x1b[2K\\radmissible: FakeEnv")
+
+    def solution(self):
+        return ["go"]
+'''
+
+
+def test_env_text_is_escaped_in_cli_output(capsys, monkeypatch, tmp_path):
+    """Issue 24, finding 7: play printed observations raw and validate printed the rejection reason raw."""
+    path = tmp_path / "escape_env.py"
+    path.write_text(ESCAPING_ENV)
+    monkeypatch.setattr("builtins.input", lambda _prompt: (_ for _ in ()).throw(EOFError))
+    assert main(["play", str(path), "--isolation", "landlock"]) == 0
+    played = capsys.readouterr().out
+    assert main(["validate", str(path), "--isolation", "landlock"]) == 1
+    validated = capsys.readouterr().out
+    for out in (played, validated):
+        assert not any(ord(c) < 32 and c not in "\n\t" or 0x7F <= ord(c) <= 0x9F for c in out), repr(out)
+    assert "\\x1b]52;c;ZWNobyBwd25lZA==\\x07" in played and "\\x9b2J" in played and "start\tok" in played
+    assert validated.startswith("rejected: ") and "admissible: FakeEnv" in validated

@@ -49,6 +49,8 @@ def test_doctor_passes_on_this_machine_for_the_tiny_cpu_launcher():
     assert {"python", "torch", "verl", "vllm", "sandbox", "seccomp", "memory", "corpus", "model"} <= set(names)
     sandbox = next(line for line in checks if line.split()[1] == "sandbox:")
     assert "auto picks " in sandbox and "levels that work here: " in sandbox
+    uid = next(line for line in checks if line.split()[1] == "sandbox-uid:")  # issue 24: who the workers run as
+    assert ("a host uid of its own" if os.geteuid() == 0 else "cannot get a uid of their own") in uid, uid
     assert summary.startswith("doctor for run_spade_tiny_cpu.sh: ") and summary.endswith(" 0 fail")
     assert "first 5 lines: 5 documents" in next(line for line in checks if " corpus:" in line)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 from pathlib import Path
@@ -175,3 +176,16 @@ def test_cli_prints_the_table_and_refuses_an_existing_pool(folder, tmp_path, cap
     assert "already holds a pool" in capsys.readouterr().err
     with pytest.raises(ImportError_, match="holds no game_"):
         import_pool(tmp_path, tmp_path / "x", None)  # type: ignore[arg-type]
+
+
+def test_import_pool_stats_before_it_reads(tmp_path):
+    """Issue 24, finding 10: read_bytes() ran before the size check; a link to /dev/zero ended in MemoryError."""
+    src = tmp_path / "games"
+    src.mkdir()
+    (src / "game_zero.py").symlink_to("/dev/zero")
+    os.mkfifo(src / "game_fifo.py")  # reading it would block forever
+    with open(src / "game_huge.py", "wb") as huge:
+        huge.truncate(1 << 40)  # sparse: a terabyte that must never be read
+    result = import_pool(src, tmp_path / "pool", None, config=CONFIG, progress=lambda _line: None)  # type: ignore[arg-type]
+    verdicts = {g.source_file: g.code for g in result.games}
+    assert verdicts == {"game_fifo.py": "unreadable", "game_huge.py": "too_large", "game_zero.py": "unreadable"}

@@ -129,3 +129,29 @@ def test_config_rejects_unknown_keys():
     with pytest.raises(ValueError, match="unknown validation option"):
         ValidationConfig.from_dict({"seedz": [1]})
     assert ValidationConfig.from_dict({"seeds": [5, 6]}).seeds == (5, 6)
+
+
+def test_a_busy_or_broken_pool_is_a_machine_fault_inside_the_budget(monkeypatch):
+    """Issue 24, finding 8: the slot wait ran outside budget_s, and no worker was scored ``crashed`` (-1)."""
+    import time
+
+    from spade_envs.designer import admit
+    from spade_envs.sandbox import SandboxUnavailable
+    from spade_envs.sandbox import pool as pool_module
+
+    with WorkerPool(SandboxConfig(isolation="none", pool_size=0, max_workers=1, acquire_timeout_s=30)) as busy:
+        held = busy.acquire()  # every slot taken by someone else's episode
+        try:
+            started = time.monotonic()
+            report = validate_source(GOOD, busy, ValidationConfig(budget_s=0.5))
+            assert report.code == "machine_fault" and time.monotonic() - started < 3, report
+        finally:
+            busy.release(held)
+
+        def no_spawn(*_args, **_kwargs):
+            raise SandboxUnavailable("could not start a worker: [Errno 11] Resource temporarily unavailable",
+                                     code="spawn_failed")  # fmt: skip
+
+        monkeypatch.setattr(pool_module, "Worker", no_spawn)
+        source, report = admit("```python\n" + builtin_source("VaultCodeEnv") + "\n```", busy, "games")
+    assert source is None and report.code == "machine_fault", report

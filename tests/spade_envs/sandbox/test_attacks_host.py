@@ -41,7 +41,7 @@ CONFIG = {
     "memory_mb": 512,
     "pool_size": 1,
     "max_workers": 3,
-    "max_episode_observation_chars": 1 << 20,
+    "max_episode_reply_bytes": 1 << 20,
     "scratch_mb": 16,
     "scratch_files": 256,
     "preload_numpy": False,
@@ -350,6 +350,15 @@ FINDINGS = [
         expect(OutputTooLarge, "episode_output_budget"),
         max_s=20,
     ),
+    Finding(  # issue 24, finding 5: only observations counted; a fat info cost the host ~0.3 s of CPU per step
+        "fat_info_replies",
+        GAME.replace("max_turns = 5", "max_turns = 10**12").replace(
+            'return "ok", 0.0, False, False, {}', 'return "ok", 0.0, False, False, {"pad": ["x" * 60_000] * 2}'
+        ),
+        _steps(2000),
+        expect(OutputTooLarge, "episode_output_budget"),
+        max_s=10,
+    ),
     # -- bounded worker resources ------------------------------------------------------------------------------
     Finding(
         "write_host_ram_under_dev",
@@ -516,7 +525,8 @@ env.reset(0)  # never returns: the env sleeps, ignoring every signal it can
 
 UNDYING = GAME.replace(
     'return "ready", {}',
-    """import signal, time
+    """import ctypes, signal, time
+        ctypes.CDLL(None).prctl(1, 0, 0, 0, 0)  # PR_SET_PDEATHSIG 0: clear the parent-death signal (issue 24, 6)
         for sig in (signal.SIGALRM, signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGPIPE):
             signal.signal(sig, signal.SIG_IGN)
         while True:

@@ -180,9 +180,12 @@ def test_bwrap_has_no_writable_tmp_that_could_hide_binds():
     """Regression: a tmpfs at /tmp hid a checkout or venv under /tmp (every bwrap worker died at start when CI cloned
     the repository there), and mounted first it let env code write beside the binds. Scratch is the only writable
     place; TMPDIR points at it."""
+    from spade_envs.sandbox.launch import hidden_paths
     from spade_envs.sandbox.process import _bwrap_prefix
 
     args = _bwrap_prefix("/tmp/spade-env-x")
-    assert "--tmpfs" not in args
+    tmpfs = [args[i + 1] for i, arg in enumerate(args) if arg == "--tmpfs"]
+    assert tmpfs == hidden_paths()  # only the empty read-only covers over evaluation data (issue 24)
+    assert all(args[args.index(p) + 1 : args.index(p) + 3] == ["--remount-ro", p] for p in tmpfs)
     assert args[args.index("--bind") + 1 : args.index("--bind") + 3] == ["/tmp/spade-env-x", "/tmp/spade-env-x"]
-    assert args[args.index("--remount-ro") + 1] == "/"
+    assert args[len(args) - 1 - args[::-1].index("--remount-ro") + 1] == "/"  # the last remount: the root
