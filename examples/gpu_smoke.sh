@@ -11,10 +11,13 @@
 #
 # Needs the GPU install of docs/gpu.md (MODE=megatron: the Megatron one too). It pins the same readiness settings as
 # the big launchers (max_model_len, enable_thinking, agent-loop workers, checkpoint pruning and HF weights; for
-# Megatron also recompute and fused kernels), so a pass exercises them. Hydra overrides may follow the command.
+# Megatron also recompute and fused kernels), and the paper's optimizer and TIS as each engine receives them
+# (examples/lib/paper.sh; Megatron: Adam on the CPU, the 30B memory plan), so a pass exercises them.
+# Hydra overrides may follow the command.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source examples/lib/launch.sh
+source examples/lib/paper.sh
 export WANDB_MODE=${WANDB_MODE:-disabled} HYDRA_FULL_ERROR=1 TOKENIZERS_PARALLELISM=false RAY_DEDUP_LOGS=0
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
@@ -31,6 +34,7 @@ PLAYS_PER_ARM=2
 MAX_PROMPT=${MAX_PROMPT:-2048}
 MAX_RESPONSE=${MAX_RESPONSE:-512}
 SANDBOX_SLOTS=${SANDBOX_SLOTS:-256}
+LR=${LR:-1e-6}
 ROWS_PER_STEP=$(spade_rows_per_step "$ROWS" "$ENVS" "$N") || exit 1
 AGENT_WORKERS=$(spade_agent_workers "$ROWS_PER_STEP" $((ENVS / N)) "$N" "$PLAYS_PER_ARM" "$SANDBOX_SLOTS") || exit 1
 
@@ -52,6 +56,11 @@ megatron)
         actor_rollout_ref.actor.megatron.expert_model_parallel_size=1
         actor_rollout_ref.actor.megatron.sequence_parallel=false
         actor_rollout_ref.actor.megatron.use_dist_checkpointing=false
+        actor_rollout_ref.actor.megatron.optimizer_offload=true
+        ++actor_rollout_ref.actor.optim.override_optimizer_config.optimizer_cpu_offload=true
+        ++actor_rollout_ref.actor.optim.override_optimizer_config.optimizer_offload_fraction=1
+        ++actor_rollout_ref.actor.optim.override_optimizer_config.overlap_cpu_optimizer_d2h_h2d=true
+        ++actor_rollout_ref.actor.optim.override_optimizer_config.use_precision_aware_optimizer=true
     )
     ;;
 *)
@@ -60,6 +69,7 @@ megatron)
     ;;
 esac
 MODEL_DIR=${MODEL_DIR:-$RUN_DIR/model-$KIND}
+spade_optimizer_overrides "$MODE"
 
 OVERRIDES=(
     spade.setting=games spade.corpus="$CORPUS" spade.run_dir="$RUN_DIR/spade"
@@ -71,7 +81,7 @@ OVERRIDES=(
     ++data.apply_chat_template_kwargs.enable_thinking=false
     actor_rollout_ref.model.path="$MODEL_DIR"
     "${ENGINE[@]}"
-    algorithm.adv_estimator=grpo actor_rollout_ref.actor.use_kl_loss=false
+    algorithm.adv_estimator=grpo actor_rollout_ref.actor.use_kl_loss=false "${OPTIM_OVERRIDES[@]}"
     actor_rollout_ref.actor.ppo_mini_batch_size="$ROWS_PER_STEP"
     actor_rollout_ref.actor.use_dynamic_bsz=true actor_rollout_ref.actor.ppo_max_token_len_per_gpu=8192
     actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n="$N"

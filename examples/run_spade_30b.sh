@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # SPADE with Qwen3-30B-A3B-Instruct-2507 on one 8-GPU node: the paper's games 30B run (SETTING=tool_use: its tool-use
 # 30B run; run_spade_{games,tool_use}_30b.sh), every value of the paper from examples/lib/paper.sh. Megatron
-# (TP4 + SP, EP8, optimizer offload) with a vLLM rollout (TP4 x DP2, expert parallel 8 = TP x DP, as vLLM requires on
-# verl 0.9.1). Games: 400 steps, 24 designs every 4 steps, a batch of 192 samples (a regeneration step: 24 designer +
-# 168 agent), 8 + 8 paired measurement plays per design (the paper's 16 hinted plays). DRY_RUN=1 prints the plan and
+# (TP4 + SP, EP8, Adam on the CPU) with a vLLM rollout of two replicas of TP4 (expert parallel 4 = TP x DP, as verl
+# 0.9.1 requires): verl routes every turn of an episode (one request id) to the replica that holds its history.
+# Games: 400 steps, 24 designs every 4 steps, a batch of 192 samples (a regeneration step: 24 designer + 168 agent),
+# 8 + 8 paired measurement plays per design (the paper's 16 hinted plays). DRY_RUN=1 prints the plan and
 # its budget line. Needs Python 3.12 and the GPU + Megatron install of docs/gpu.md. Every knob: an environment variable
 # or a Hydra override. Memory, recompute and sizing choices are explained (with the verl 0.9.1 code they rest on) in
-# docs/gpu.md; the paper runs, ablations and what differs from the paper's code in docs/paper.md.
+# docs/gpu.md (`python -m recipe.spade.gpu_memory examples/run_spade_30b.sh` computes its memory table); the paper
+# runs, ablations and what differs from the paper's code in docs/paper.md.
 set -xeuo pipefail
 cd "$(dirname "$0")/.."
 source examples/lib/launch.sh
@@ -41,8 +43,11 @@ LR=${LR:-1e-6}
 # Parallelism: Megatron actor and vLLM rollout
 TP=${TP:-4}
 EP=${EP:-8}
+# Rollout: world / (GEN_TP x GEN_DP) vLLM replicas. verl's load balancer keeps a request id on one replica (sticky), but
+# inside a replica of GEN_DP > 1 vLLM picks a DP engine per request, so an episode's turns would re-prefill their
+# history on the other engine; GEN_DP=1 keeps each replica one engine (docs/gpu.md, "Rollout layout").
 GEN_TP=${GEN_TP:-4}
-GEN_DP=${GEN_DP:-2}
+GEN_DP=${GEN_DP:-1}
 # Sandbox slots per agent-loop worker (spade.sandbox.max_workers); the worker count follows from it (launch.sh).
 SANDBOX_SLOTS=${SANDBOX_SLOTS:-256}
 ROWS_PER_STEP=$(spade_rows_per_step "$AGENT_ROWS" "$ENVS_PER_REGEN" "$N")
@@ -59,6 +64,7 @@ KEEP_CKPTS=${KEEP_CKPTS:-2}
 
 CONFIG_NAME=spade_megatron_trainer
 spade_recipe_overrides
+spade_optimizer_overrides megatron
 OVERRIDES=(
     "${SPADE_OVERRIDES[@]}"
     actor_rollout_ref.model.path="$MODEL_PATH"
@@ -72,8 +78,7 @@ OVERRIDES=(
     ++actor_rollout_ref.actor.megatron.override_transformer_config.moe_permute_fusion=true
     algorithm.adv_estimator=grpo algorithm.norm_adv_by_std_in_grpo=false algorithm.use_kl_in_reward=false
     $(spade_kl_overrides "$KL")
-    actor_rollout_ref.actor.optim.lr="$LR" actor_rollout_ref.actor.optim.weight_decay=0.1
-    actor_rollout_ref.actor.optim.betas='[0.9,0.98]' actor_rollout_ref.actor.entropy_coeff=0
+    "${OPTIM_OVERRIDES[@]}" actor_rollout_ref.actor.entropy_coeff=0
     actor_rollout_ref.actor.clip_ratio_low=0.2 actor_rollout_ref.actor.clip_ratio_high=0.28
     actor_rollout_ref.actor.ppo_mini_batch_size="$ROWS_PER_STEP"
     actor_rollout_ref.actor.use_dynamic_bsz=true actor_rollout_ref.actor.ppo_max_token_len_per_gpu=40960
@@ -82,6 +87,12 @@ OVERRIDES=(
     actor_rollout_ref.actor.megatron.expert_tensor_parallel_size=1
     actor_rollout_ref.actor.megatron.sequence_parallel=true
     actor_rollout_ref.actor.megatron.param_offload=true actor_rollout_ref.actor.megatron.optimizer_offload=true
+    # Adam lives and steps on the CPU (verl's own Qwen3-30B-A3B Megatron examples): megatron.optimizer_offload alone
+    # brings the fp32 master copy and both moments back to the GPU for every update (~46 GB per GPU with EP8).
+    ++actor_rollout_ref.actor.optim.override_optimizer_config.optimizer_cpu_offload=true
+    ++actor_rollout_ref.actor.optim.override_optimizer_config.optimizer_offload_fraction=1
+    ++actor_rollout_ref.actor.optim.override_optimizer_config.overlap_cpu_optimizer_d2h_h2d=true
+    ++actor_rollout_ref.actor.optim.override_optimizer_config.use_precision_aware_optimizer=true
     actor_rollout_ref.ref.megatron.tensor_model_parallel_size="$TP"
     actor_rollout_ref.ref.megatron.expert_model_parallel_size="$EP"
     actor_rollout_ref.ref.megatron.param_offload=true
@@ -95,7 +106,6 @@ OVERRIDES=(
     actor_rollout_ref.rollout.prompt_length="$MAX_PROMPT" actor_rollout_ref.rollout.response_length="$MAX_RESPONSE"
     actor_rollout_ref.rollout.max_model_len=$((MAX_PROMPT + MAX_RESPONSE))
     actor_rollout_ref.rollout.agent.num_workers="$AGENT_WORKERS" ++spade.sandbox.max_workers="$SANDBOX_SLOTS"
-    actor_rollout_ref.rollout.calculate_log_probs=true
     actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=true
     actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=40960
     trainer.nnodes="$NNODES" trainer.n_gpus_per_node="$GPUS_PER_NODE"

@@ -56,13 +56,13 @@ KEEP_CKPTS=${KEEP_CKPTS:-2}
 
 CONFIG_NAME=spade_trainer
 spade_recipe_overrides
+spade_optimizer_overrides fsdp
 OVERRIDES=(
     "${SPADE_OVERRIDES[@]}"
     actor_rollout_ref.model.path="$MODEL_PATH" actor_rollout_ref.model.enable_gradient_checkpointing=true
     algorithm.adv_estimator=grpo algorithm.norm_adv_by_std_in_grpo=false algorithm.use_kl_in_reward=false
     $(spade_kl_overrides "$KL")
-    actor_rollout_ref.actor.optim.lr="$LR" actor_rollout_ref.actor.optim.weight_decay=0.1
-    actor_rollout_ref.actor.optim.betas='[0.9,0.98]' actor_rollout_ref.actor.entropy_coeff=0
+    "${OPTIM_OVERRIDES[@]}" actor_rollout_ref.actor.entropy_coeff=0
     actor_rollout_ref.actor.clip_ratio_low=0.2 actor_rollout_ref.actor.clip_ratio_high=0.28
     actor_rollout_ref.actor.ppo_mini_batch_size="$ROWS_PER_STEP"
     actor_rollout_ref.actor.use_dynamic_bsz=true actor_rollout_ref.actor.ppo_max_token_len_per_gpu=40960
@@ -76,7 +76,6 @@ OVERRIDES=(
     actor_rollout_ref.rollout.prompt_length="$MAX_PROMPT" actor_rollout_ref.rollout.response_length="$MAX_RESPONSE"
     actor_rollout_ref.rollout.max_model_len=$((MAX_PROMPT + MAX_RESPONSE))
     actor_rollout_ref.rollout.agent.num_workers="$AGENT_WORKERS" ++spade.sandbox.max_workers="$SANDBOX_SLOTS"
-    actor_rollout_ref.rollout.calculate_log_probs=true
     actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=true actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=40960
     trainer.nnodes="$NNODES" trainer.n_gpus_per_node="$GPUS_PER_NODE"
     trainer.total_training_steps="$STEPS" trainer.default_local_dir="$RUN_DIR/ckpt"

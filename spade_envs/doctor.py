@@ -5,7 +5,8 @@ start-up, deep in a log. Every check here is framework-free at import time: torc
 are looked up inside the checks that need them. Exit status 0 when nothing failed (warnings allowed), else 1.
 
 ``--launcher examples/run_spade_30b.sh`` checks what that launcher runs: its Hydra overrides are read from the
-launcher itself (``DRY_RUN=1``), or given after ``--`` (what ``examples/lib/launch.sh`` does before every launch).
+launcher itself (``DRY_RUN=1``), or given after ``--`` (what ``examples/lib/launch.sh`` does before every launch),
+including its logger and the free disk its checkpoints need (``spade_envs/run_checks.py``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from spade_envs.preflight import Check, check_spade_block
+from spade_envs.run_checks import disk_check, logger_check
 
 __all__ = ["Plan", "add_arguments", "main", "plan_of", "run_args", "run_doctor"]
 
@@ -315,6 +317,9 @@ def run_doctor(plan: Plan, verl_pin: Path = DEFAULT_VERL_PIN, ray_address: str |
         variant = plan.values.get("reward.reward_kwargs.designer.variant")
         checks += check_spade_block(spade, variant)
     checks.append(_model(plan))
+    if plan.known:  # what fails late: the logger after the model load, the disk at the first checkpoints
+        values = {key: _value(value) for key, value in plan.values.items()}
+        checks += [logger_check(values), disk_check(values, plan.megatron)]
     if ray_address:
         checks.append(_ray(ray_address))
     return checks

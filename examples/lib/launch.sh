@@ -16,6 +16,13 @@ spade_launch() {
         printf '%s\n' "${all[@]}"
         return 0
     fi
+    # verl's wandb logger dies after the model load on a host without a wandb login: use the console instead
+    if printf '%s\n' "${all[@]}" | grep -q '^trainer\.logger=.*wandb' &&
+        ! why=$(PYTHONPATH="$SPADE_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$python" -m spade_envs.run_checks wandb); then
+        echo "warning: wandb cannot start here ($why); logging to the console only (wandb login, or" \
+            "WANDB_MODE=offline, keeps wandb)" >&2
+        all+=('trainer.logger=["console"]')
+    fi
     "$python" -m recipe.spade.main_spade --config-name "${CONFIG_NAME}" "${all[@]}"
 }
 

@@ -91,3 +91,34 @@ spade_recipe_overrides() {
     "$THINKING_OVERRIDE" ++data.apply_chat_template_kwargs.enable_thinking="$ENABLE_THINKING"
     )
 }
+
+# The paper's optimizer and importance sampling (§9: Adam, lr LR constant, betas 0.9 / 0.98, weight decay 0.1; TIS
+# with Slime's defaults: token-level weights old / rollout probability truncated at 2.0), as ENGINE receives them.
+# verl's FSDP optimizer builder passes optim.betas to torch's AdamW; its Megatron builder (init_megatron_optim_config)
+# never reads optim.betas for Adam, so there they go through the hook it provides, optim.override_optimizer_config
+# (Megatron's adam_beta1 / adam_beta2, otherwise its defaults 0.9 / 0.999). clip_grad 1.0 is Slime's and verl's value.
+# TIS: verl's decoupled rollout correction (bypass_mode=false), from the rollout engine's log-probs.
+# tests/recipe/test_engine_receives.py calls verl's own builders on each launcher's composed config.
+# Usage: spade_optimizer_overrides fsdp|megatron; then "${OPTIM_OVERRIDES[@]}" in the launcher's OVERRIDES.
+spade_optimizer_overrides() {
+    OPTIM_OVERRIDES=(
+    actor_rollout_ref.actor.optim.lr="$LR" actor_rollout_ref.actor.optim.weight_decay=0.1
+  actor_rollout_ref.actor.optim.betas='[0.9,0.98]' actor_rollout_ref.actor.optim.clip_grad=1.0
+    algorithm.rollout_correction.rollout_is=token algorithm.rollout_correction.rollout_is_threshold=2.0
+    algorithm.rollout_correction.bypass_mode=false actor_rollout_ref.rollout.calculate_log_probs=true
+    )
+    case "$1" in
+    fsdp) OPTIM_OVERRIDES+=(actor_rollout_ref.actor.optim.lr_scheduler_type=constant) ;;
+    megatron)
+        OPTIM_OVERRIDES+=(
+        actor_rollout_ref.actor.optim.lr_decay_style=constant
+        ++actor_rollout_ref.actor.optim.override_optimizer_config.adam_beta1=0.9
+        ++actor_rollout_ref.actor.optim.override_optimizer_config.adam_beta2=0.98
+        )
+        ;;
+    *)
+        echo "error: spade_optimizer_overrides: engine must be fsdp or megatron, got '$1'" >&2
+        return 1
+        ;;
+    esac
+}

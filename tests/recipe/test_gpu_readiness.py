@@ -47,7 +47,9 @@ def plan(script: str) -> tuple[str, tuple[str, ...]]:
     return config_name, tuple(overrides)
 
 
+@cache
 def config_of(script: str):
+    """The launcher's composed config, once per test session (read, never changed, by the tests)."""
     config_name, overrides = plan(script)
     return composed(config_name, list(overrides))
 

@@ -77,6 +77,8 @@ SHARED_SETTINGS = {
     "actor_rollout_ref.actor.clip_ratio_low": 0.2,
     "actor_rollout_ref.actor.clip_ratio_high": 0.28,
     "actor_rollout_ref.actor.entropy_coeff": 0,
+    "algorithm.rollout_correction.rollout_is": "token",  # TIS, Slime's defaults (what verl does with them:
+    "algorithm.rollout_correction.rollout_is_threshold": 2.0,  # test_engine_receives.py)
     "algorithm.adv_estimator": "grpo",
     "algorithm.norm_adv_by_std_in_grpo": False,
     "algorithm.use_kl_in_reward": False,

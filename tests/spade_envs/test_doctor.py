@@ -46,7 +46,8 @@ def test_doctor_passes_on_this_machine_for_the_tiny_cpu_launcher():
     checks, summary = out[:-1], out[-1]
     assert all(line.split()[0] in ("ok", "warn") for line in checks), out
     names = [line.split()[1].rstrip(":") for line in checks]
-    assert {"python", "torch", "verl", "vllm", "sandbox", "seccomp", "memory", "corpus", "model"} <= set(names)
+    assert {"python", "torch", "verl", "vllm", "sandbox", "seccomp", "memory", "corpus", "model", "logger",
+            "disk"} <= set(names)  # fmt: skip
     sandbox = next(line for line in checks if line.split()[1] == "sandbox:")
     assert "auto picks " in sandbox and "levels that work here: " in sandbox
     uid = next(line for line in checks if line.split()[1] == "sandbox-uid:")  # issue 24: who the workers run as
