@@ -93,6 +93,7 @@ class SpadeEnvPool:
         self.generation: list[str] = []
         if restore_from is not None:
             self._load_state(json.loads(self.state_path.read_text(encoding="utf-8")))
+        _check_capacity(self.memory.config.capacity, len(self.live), spade["envs_per_regen"])
         self.window: dict[str, list[float]] = defaultdict(list)
         self.events: list[dict[str, Any]] = []
         self.current_step = -1
@@ -189,7 +190,8 @@ class SpadeEnvPool:
         else:
             record = MemoryRecord(spec=spec, win_rate=outcome["win_rate"], regret=outcome["raw_regret"],
                                   plays=plays, last_played_step=step)  # fmt: skip
-            if not self.memory.add(record):  # an AST-level duplicate: the stored env keeps its id and is re-scored
+            # live envs and designs about to go live are never evicted; False: an AST-level duplicate (the stored
+            if not self.memory.add(record, keep={*self.live, *self.generation}):  # env keeps its id, re-scored)
                 return None
         if env_id not in self.generation:
             self.generation.append(env_id)
@@ -369,6 +371,16 @@ def start_env_pool(spade: dict[str, Any], restore_from: str | None = None) -> An
     handle = actor.remote(spade, restore_from)
     ray.get(handle.end_step.remote())  # surfaces a constructor error (bad corpus, bad checkpoint) here, clearly
     return handle
+
+
+def _check_capacity(capacity: int, live: int, per_regen: int) -> None:
+    """Memory must hold the live envs, a regeneration's admitted designs (both never evicted) and one more."""
+    need = max(live, per_regen) + per_regen + 1
+    if capacity < need:
+        raise ValueError(
+            f"spade.memory.capacity ({capacity}) must be at least {need}: the live envs ({max(live, per_regen)} at "
+            f"most) and the spade.envs_per_regen ({per_regen}) designs about to go live are never evicted"
+        )
 
 
 def _check_skills(setting: str, skills: dict[str, Any]) -> None:

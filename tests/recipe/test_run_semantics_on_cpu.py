@@ -85,6 +85,33 @@ def test_the_same_design_admitted_twice_is_re_scored_not_an_error(tmp_path):
     assert pool.memory.get(first).win_rate == 0.75 and pool.memory.get(first).plays == 4
 
 
+def test_a_full_memory_never_evicts_a_live_env_or_a_design_about_to_go_live(tmp_path):
+    """Review 2, finding 1: at capacity a design of its own regeneration was evicted, went live, and its rows failed."""
+    pool = SpadeEnvPool(pool_config(tmp_path, "spade.memory.capacity=11"))  # 6 built-ins, 4 designs per regen, +1
+    base = builtin_source("VaultCodeEnv")
+    for regen in range(4):
+        step = regen * 4
+        pool.agent_task(step, 0)
+        for i, win in enumerate((0.0, 0.5, 0.6, 0.4)):  # the first one scores 0: the lowest in memory
+            design = f"{base}\n\nDESIGN_{regen}_{i} = {i}\n"
+            pool.register_design(step, {**good_outcome(design), "win_rate": win, "raw_regret": 0.0})
+        designed = list(pool.generation)
+        assert len(designed) == 4 and all(e in pool.memory for e in designed)
+        assert len(pool.memory) == min(11, 10 + 4 * regen)
+        for slot in range(21):  # every agent row of the next step gets a task, from this regeneration's designs
+            assert pool.agent_task(step + 1, slot)["env_id"] in designed
+        assert pool.live == designed
+        ckpt = tmp_path / f"ckpt{regen}"
+        ckpt.mkdir()
+        pool.save_state(str(ckpt))
+        SpadeEnvPool(pool_config(tmp_path / "resumed", "spade.memory.capacity=11"), restore_from=str(ckpt))
+
+
+def test_a_memory_too_small_for_the_live_envs_and_a_regeneration_is_refused(tmp_path):
+    with pytest.raises(ValueError, match=r"spade.memory.capacity \(10\) must be at least 11"):
+        SpadeEnvPool(pool_config(tmp_path, "spade.memory.capacity=10"))
+
+
 def test_plays_of_one_env_may_finish_in_any_step_order(tmp_path):
     pool = SpadeEnvPool(pool_config(tmp_path))
     env = pool.agent_task(5, 0)["env_id"]
