@@ -98,9 +98,12 @@ class SpadeTrainer(PPOTrainerSync):
 
         A faulted agent sample (the env broke, not the agent) is masked out of the loss by its loop; here it is also
         left out of its group's baseline: verl's estimator runs on the other rows only, and the faulted rows get
-        advantage 0. A group with no healthy sample therefore contributes nothing. Faulted designer samples (an
-        infrastructure failure such as an exhausted sandbox, not the design's fault) are likewise excluded from
-        their skill's centring.
+        advantage 0. A group with no healthy sample therefore contributes nothing, and neither does a group left
+        with one (``spade/agent/singleton_groups``): verl's GRPO would give a lone sample its raw score (mean 0,
+        std 1 for a group of one), a baseline-free gradient at twice the group-relative scale; with no other sample
+        there is nothing to compare it with, as on the designer side. Faulted designer samples (an infrastructure
+        failure such as an exhausted sandbox, not the design's fault) are likewise excluded from their skill's
+        centring.
         """
         extra = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id,
                                 select_fields=["extra_fields"]).pop("extra_fields").tolist()  # fmt: skip
@@ -108,6 +111,9 @@ class SpadeTrainer(PPOTrainerSync):
         excluded = [ok and bool(e.get("spade_excluded")) for e, ok in zip(extra, real)]
         metrics["spade/excluded_samples"] = sum(excluded)  # rows: in thinking mode, one per turn
         metrics["spade/excluded_episodes"] = sum(out and is_episode_row(e) for e, out in zip(extra, excluded))
+        lone = _lone_agent_groups(batch.keys, extra, real, excluded)
+        metrics["spade/agent/singleton_groups"] = len(lone)
+        excluded = [out or (ok and key.rsplit("_", 2)[0] in lone) for key, ok, out in zip(batch.keys, real, excluded)]
         kept = [key for key, out in zip(batch.keys, excluded) if not out]
         written = {"advantages", "returns"}
         if kept:
@@ -230,6 +236,19 @@ def _mini_batch_rows(config: Any, per_n: int) -> Any:
     finally:
         with open_dict(config):
             actor.ppo_mini_batch_size = saved
+
+
+def _lone_agent_groups(keys: list[str], extra: list, real: list, excluded: list) -> set[str]:
+    """Agent groups (verl's ``{uid}_{session}_{turn}`` keys) left with exactly one healthy episode by the exclusion."""
+    sessions: dict[str, tuple[set[str], set[str]]] = {}
+    for key, e, ok, out in zip(keys, extra, real, excluded):
+        if ok and e.get("spade_role") == "agent":
+            uid, session, _ = key.rsplit("_", 2)
+            every, healthy = sessions.setdefault(uid, (set(), set()))
+            every.add(session)
+            if not out:
+                healthy.add(session)
+    return {uid for uid, (every, healthy) in sessions.items() if len(healthy) == 1 < len(every)}
 
 
 def _fill_excluded(keys: list[str], partition_id: str, fields: set[str]) -> None:
