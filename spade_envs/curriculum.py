@@ -209,23 +209,35 @@ class Curriculum:
         """
         if self.current_step < 0 or self.current_step in self.logged:
             return {}
-        return self.step_metrics(self.current_step, batch_metrics)
+        metrics = self.step_metrics(self.current_step, batch_metrics)
+        self._fold_learning_potential(self.current_step)  # all its designs are in: a checkpoint now keeps the fold
+        return metrics
 
     def save_state(self, folder: str | Path) -> str:
         """Write :data:`POOL_STATE_FILES` into ``folder`` (the run dir, or a verl checkpoint folder)."""
         folder_path = Path(folder)
         self.memory.save(folder_path / "memory.jsonl")
+        step = self.current_step
+        folded = step < 0 or step in self.lp_folded
         state = {"live": self.live, "generation": self.generation, "rng": _jsonable(self.rng.getstate()),
                  "np_rng": self.np_rng.bit_generator.state, "lp_fast": self.lp_fast.state_dict()["values"],
                  "lp_slow": self.lp_slow.state_dict()["values"],
-                 "rlve_window": self.rlve.state_dict() if self.rlve is not None else None}  # fmt: skip
+                 "rlve_window": self.rlve.state_dict() if self.rlve is not None else None,
+                 # the play windows set memory win rates; the step's designs until the EMAs have folded them
+                 "window": self.window, "step": step, "logged": step in self.logged,
+                 "unfolded": [] if folded else [e for e in self.events if e["step"] == step and e["kind"] == "design"],
+                 }  # fmt: skip
         tmp = folder_path / "pool_state.json.tmp"
         tmp.write_text(json.dumps(state), encoding="utf-8")
         tmp.replace(folder_path / "pool_state.json")
         return str(folder)
 
     def load_state(self, state: dict[str, Any], where: str = "pool_state.json") -> None:
-        """Restore what :meth:`save_state` wrote (the memory is restored by its owner, before this)."""
+        """Restore what :meth:`save_state` wrote (the memory is restored by its owner, before this).
+
+        The run directory's ``spade_metrics.jsonl`` is cut back to the steps logged when the state was saved, so the
+        steps a crashed run logged after its checkpoint are not logged twice.
+        """
         known = {r.env_id for r in self.memory}
         missing = sorted(set(state["live"]) - known)
         if missing:
@@ -238,6 +250,25 @@ class Curriculum:
         self.lp_slow = SkillEMA(self.lp_slow.alpha, state.get("lp_slow"))
         self.rng.setstate(_tuples(state["rng"]))
         self.np_rng.bit_generator.state = state["np_rng"]
+        self.window = defaultdict(list, {k: list(v) for k, v in state.get("window", {}).items()})
+        if "step" in state:  # written since the step, the windows and the unfolded designs were checkpointed
+            step = self.current_step = int(state["step"])
+            self.logged = {step} if state["logged"] else set()
+            self.events = list(state["unfolded"])
+            self.lp_folded = set() if self.events else {step}
+            self._truncate_metrics(step if state["logged"] else step - 1)
+
+    def _truncate_metrics(self, last: int) -> None:
+        """Drop the rows of steps after ``last`` from the run directory's metrics file (atomically)."""
+        path = self.run_dir / "spade_metrics.jsonl"
+        if not path.exists():
+            return
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        kept = [line for line in lines if json.loads(line)["spade/step"] <= last]
+        if len(kept) < len(lines):
+            tmp = path.with_suffix(".jsonl.tmp")
+            tmp.write_text("".join(kept), encoding="utf-8")
+            tmp.replace(path)
 
     def step_metrics(self, step: int, batch_metrics: dict[str, float] | None = None) -> dict[str, float]:
         """Metrics of ``step`` (validity, failure codes, regret, win rates, faults, diversity), logged as JSONL."""

@@ -143,6 +143,10 @@ class SpadeEnvPool:
             return specs
         return [builtin_spec(e.name) for e in BUILTINS if e.setting == self.setting]
 
+    def ready(self) -> bool:
+        """Nothing to do: a first call that returns once the constructor has run (or raises its error)."""
+        return True
+
     # -- designer side --------------------------------------------------------------------------------------------
     def designer_task(self, step: int, design: int) -> dict[str, Any]:
         """What design ``design`` of regeneration ``step`` should build: skill, document (or concepts), prompt.
@@ -227,7 +231,7 @@ def start_env_pool(spade: dict[str, Any], restore_from: str | None = None) -> An
         pass
     actor = ray.remote(SpadeEnvPool).options(name=ACTOR_NAME, lifetime="detached", num_cpus=0)
     handle = actor.remote(spade, restore_from)
-    ray.get(handle.end_step.remote())  # surfaces a constructor error (bad corpus, bad checkpoint) here, clearly
+    ray.get(handle.ready.remote())  # surfaces a constructor error (bad corpus, bad checkpoint) here, clearly
     return handle
 
 

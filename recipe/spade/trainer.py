@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ from transfer_queue import KVBatchMeta
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
 from verl.workers.utils.padding import response_to_nested
 
 from recipe.spade.advantages import role_advantages, step_designer_scale
@@ -212,7 +214,7 @@ class SpadeTrainer(PPOTrainerSync):
         super()._load_checkpoint()
         restore = None
         if self.global_steps > 0:
-            folder = Path(self.config.trainer.default_local_dir) / f"global_step_{self.global_steps}" / "spade"
+            folder = self._resumed_folder() / "spade"
             for name in POOL_STATE_FILES:
                 if not (folder / name).exists():
                     raise FileNotFoundError(
@@ -222,6 +224,21 @@ class SpadeTrainer(PPOTrainerSync):
             restore = str(folder)
             logger.info("spade: restoring env memory and pool state from %s", folder)
         start_env_pool(OmegaConf.to_container(self.config.spade, resolve=True), restore)
+
+    def _resumed_folder(self) -> Path:
+        """The ``global_step_N`` folder verl's ``_load_checkpoint`` resumed from, by verl's own rules.
+
+        ``resume_mode=resume_path``: ``trainer.resume_from_path``; ``auto``: the latest checkpoint in
+        ``trainer.default_local_dir`` (both relative to the working directory unless absolute).
+        """
+        trainer = self.config.trainer
+        if trainer.resume_mode == "resume_path":
+            folder = os.path.abspath(trainer.resume_from_path)
+        else:
+            folder = find_latest_ckpt_path(os.path.abspath(trainer.default_local_dir))
+        if folder is None or int(str(folder).split("global_step_")[-1]) != self.global_steps:
+            raise RuntimeError(f"verl resumed at global step {self.global_steps}, but its checkpoint is {folder}")
+        return Path(folder)
 
 
 @contextmanager
