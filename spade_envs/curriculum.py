@@ -98,7 +98,7 @@ class Curriculum:
         self.lp_slow = SkillEMA(config.lp_slow_ema)
         self.live: list[str] = [r.env_id for r in memory if r.setting == config.setting and r.playable]
         self.generation: list[str] = []
-        self.window: dict[str, list[float]] = defaultdict(list)
+        self.window: dict[str, list[float]] = {}  # env id -> [sum, count] of its training plays' outcomes
         self.events: list[dict[str, Any]] = []
         self.current_step = -1
         self.logged: set[int] = set()
@@ -144,6 +144,8 @@ class Curriculum:
             self.step_metrics(self.current_step)
         self._fold_learning_potential(self.current_step)
         self.agent_tasks = {k: v for k, v in self.agent_tasks.items() if k[0] >= step}
+        self.events = [e for e in self.events if e["step"] >= step]  # earlier steps are logged and folded
+        self.window = {k: v for k, v in self.window.items() if k in self.memory}  # evicted: never played again
         if self.generation:  # envs designed at step K are played from step K + 1 on
             self.live = list(self.generation)
             self.generation = []
@@ -196,10 +198,11 @@ class Curriculum:
             return
         if env_id not in self.memory:  # evicted since the play started: nothing to re-score
             return
-        self.window[env_id].append(outcome)
-        plays = self.window[env_id]
+        window = self.window.setdefault(env_id, [0.0, 0])
+        window[0] += outcome
+        window[1] += 1
         last = self.memory.get(env_id).last_played_step  # plays of one step may finish in any order
-        self.memory.update_stats(env_id, sum(plays) / len(plays), None, 1, max(step, last))  # plays accumulate
+        self.memory.update_stats(env_id, window[0] / window[1], None, 1, max(step, last))  # plays accumulate
 
     # -- reporting and checkpoints -------------------------------------------------------------------------------
     def end_step(self, batch_metrics: dict[str, float] | None = None) -> dict[str, float]:
@@ -250,7 +253,7 @@ class Curriculum:
         self.lp_slow = SkillEMA(self.lp_slow.alpha, state.get("lp_slow"))
         self.rng.setstate(_tuples(state["rng"]))
         self.np_rng.bit_generator.state = state["np_rng"]
-        self.window = defaultdict(list, {k: list(v) for k, v in state.get("window", {}).items()})
+        self.window = {k: [float(v[0]), int(v[1])] for k, v in state.get("window", {}).items()}
         if "step" in state:  # written since the step, the windows and the unfolded designs were checkpointed
             step = self.current_step = int(state["step"])
             self.logged = {step} if state["logged"] else set()
