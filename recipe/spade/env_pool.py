@@ -30,7 +30,7 @@ from spade_envs.rewards import SkillEMA
 from spade_envs.skills import DOMAINS, SKILLS
 from spade_envs.spec import EnvSpec
 
-__all__ = ["ACTOR_NAME", "POOL_STATE_FILES", "RUN_FILES", "SpadeEnvPool", "start_env_pool"]
+__all__ = ["ACTOR_NAME", "POOL_STATE_FILES", "RUN_FILES", "SpadeEnvPool", "end_env_pool", "start_env_pool"]
 
 ACTOR_NAME = "spade_env_pool"
 #: What a run writes into ``spade.run_dir`` that a later fresh start must not pick up.
@@ -233,6 +233,19 @@ def start_env_pool(spade: dict[str, Any], restore_from: str | None = None) -> An
     handle = actor.remote(spade, restore_from)
     ray.get(handle.ready.remote())  # surfaces a constructor error (bad corpus, bad checkpoint) here, clearly
     return handle
+
+
+def end_env_pool() -> bool:
+    """Kill this job's env pool actor, if there is one (a persistent cluster would otherwise keep it and its corpus)."""
+    import ray
+
+    if not ray.is_initialized():
+        return False
+    try:
+        ray.kill(ray.get_actor(ACTOR_NAME))
+    except ValueError:
+        return False
+    return True
 
 
 def _check_capacity(capacity: int, live: int, per_regen: int) -> None:

@@ -80,8 +80,13 @@ def main(config: DictConfig) -> None:
     spade = OmegaConf.to_container(config.spade, resolve=True)  # a bad spade block: one line, before Ray starts
     exit_on_bad_spade_block(spade, OmegaConf.select(config, "reward.reward_kwargs.designer.variant"))
     prepare(config)
-    run_verl_trainer(config, require_v1=True)
-    finish(config)
+    try:
+        run_verl_trainer(config, require_v1=True)
+        finish(config)
+    finally:  # the pool actor is detached (loops in many processes share it): it must not outlive its job
+        from recipe.spade.env_pool import end_env_pool
+
+        end_env_pool()
 
 
 def finish(config: DictConfig) -> None:

@@ -85,6 +85,12 @@ class SpadeTrainer(PPOTrainerSync):
                 "trainer.v1.sampler.sync_refill_failed_groups=true would refill a failed group from the next step "
                 "of the schedule; SPADE keeps failed sessions as masked samples instead: leave it false"
             )
+        if (self.config.algorithm.get("filter_groups") or {}).get("enable", False):
+            raise ValueError(
+                "algorithm.filter_groups.enable=true (verl's DAPO group filtering) refills filtered groups from the "
+                "next steps of the schedule, as sync_refill_failed_groups would; SPADE's batch must be exactly one "
+                "schedule step: leave it false (a group without a learning signal gets advantage 0 anyway)"
+            )
         buffer = super()._build_replay_buffer()
         if type(buffer) is not ReplayBuffer:
             raise TypeError(f"SPADE needs verl's sync ReplayBuffer, verl built {type(buffer).__name__}")

@@ -58,6 +58,33 @@ def test_a_custom_sampler_or_refilling_failed_groups_is_refused():
         buffer_of(cfg)
 
 
+def test_dapo_group_filtering_is_refused():
+    """Review 2, finding 4: verl's DAPO filtering refills from the next schedule steps, like the refused refill."""
+    cfg = compose_spade("spade.corpus=x", "algorithm.filter_groups.enable=true")
+    with pytest.raises(ValueError, match="algorithm.filter_groups.enable=true"):
+        buffer_of(cfg)
+
+
+def test_the_env_pool_actor_ends_with_its_job_even_when_training_fails(tmp_path, monkeypatch):
+    """Review 2, finding 4: the detached pool actor outlived its job on a persistent cluster (one per run)."""
+    import recipe.spade
+    import recipe.spade.env_pool
+    from recipe.spade.main_spade import main
+
+    def crash(config, require_v1=False):
+        raise RuntimeError("training failed")
+
+    ended = []
+    monkeypatch.setattr(recipe.spade, "run_verl_trainer", crash)
+    monkeypatch.setattr(recipe.spade.env_pool, "end_env_pool", lambda: ended.append(True))
+    corpus = Path(__file__).resolve().parents[2] / "examples" / "data" / "sample_corpus.jsonl"
+    cfg = compose_spade(f"spade.corpus={corpus}", f"spade.run_dir={tmp_path}", "trainer.total_training_steps=2",
+                        "trainer.device=cuda")  # fmt: skip
+    with pytest.raises(RuntimeError, match="training failed"):
+        main.__wrapped__(cfg)
+    assert ended == [True]
+
+
 def pool_config(run_dir: Path, *overrides: str) -> dict:
     cfg = compose_spade("spade.fixed_env.enable=true", *overrides)
     spade = OmegaConf.to_container(cfg.spade, resolve=True)
