@@ -130,8 +130,10 @@ class Curriculum:
         else:
             record = MemoryRecord(spec=spec, win_rate=outcome["win_rate"], regret=outcome["raw_regret"],
                                   plays=plays, last_played_step=step)  # fmt: skip
+            before = len(self.memory)
             if not self.memory.add(record, keep={*self.live, *self.generation}):  # an AST-level duplicate: the
                 return None  # stored env keeps its id and is re-scored
+            self.events[-1]["evicted"] = len(self.memory) == before  # memory was full: the least useful went
         if env_id not in self.generation:
             self.generation.append(env_id)
         return env_id
@@ -238,8 +240,8 @@ class Curriculum:
     def load_state(self, state: dict[str, Any], where: str = "pool_state.json") -> None:
         """Restore what :meth:`save_state` wrote (the memory is restored by its owner, before this).
 
-        The run directory's ``spade_metrics.jsonl`` is cut back to the steps logged when the state was saved, so the
-        steps a crashed run logged after its checkpoint are not logged twice.
+        The run directory's ``spade_metrics.jsonl`` is cut back to the checkpoint's step, so the steps a crashed run
+        logged after its checkpoint are not logged twice.
         """
         known = {r.env_id for r in self.memory}
         missing = sorted(set(state["live"]) - known)
@@ -256,22 +258,25 @@ class Curriculum:
         self.window = {k: [float(v[0]), int(v[1])] for k, v in state.get("window", {}).items()}
         if "step" in state:  # written since the step, the windows and the unfolded designs were checkpointed
             step = self.current_step = int(state["step"])
-            self.logged = {step} if state["logged"] else set()
             self.events = list(state["unfolded"])
             self.lp_folded = set() if self.events else {step}
-            self._truncate_metrics(step if state["logged"] else step - 1)
+            # verl checkpoints a step before its metrics: the crashed run's row of that step, if any, is the one
+            logged = self._truncate_metrics(step)
+            self.logged = {step} if state["logged"] or logged else set()
 
-    def _truncate_metrics(self, last: int) -> None:
-        """Drop the rows of steps after ``last`` from the run directory's metrics file (atomically)."""
+    def _truncate_metrics(self, last: int) -> bool:
+        """Drop the rows of steps after ``last`` from the run directory's metrics file (atomically); ``last`` kept?"""
         path = self.run_dir / "spade_metrics.jsonl"
         if not path.exists():
-            return
+            return False
         lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-        kept = [line for line in lines if json.loads(line)["spade/step"] <= last]
+        steps = [json.loads(line)["spade/step"] for line in lines]
+        kept = [line for line, step in zip(lines, steps) if step <= last]
         if len(kept) < len(lines):
             tmp = path.with_suffix(".jsonl.tmp")
             tmp.write_text("".join(kept), encoding="utf-8")
             tmp.replace(path)
+        return last in steps
 
     def step_metrics(self, step: int, batch_metrics: dict[str, float] | None = None) -> dict[str, float]:
         """Metrics of ``step`` (validity, failure codes, regret, win rates, faults, diversity), logged as JSONL."""
@@ -282,6 +287,11 @@ class Curriculum:
         metrics: dict[str, float] = {"spade/step": step, "spade/live_envs": len(self.live),
                                      "spade/memory_size": len(self.memory),
                                      "spade/distinct_ast_hashes": len({r.ast_hash for r in self.memory})}  # fmt: skip
+        metrics["spade/memory/evictions"] = sum(bool(e.get("evicted")) for e in designs)
+        ages = [step - self.memory.get(e).created_step for e in self.live if e in self.memory]
+        if ages:  # how long the envs played now have been live (built-ins count from step 0)
+            metrics["spade/live_envs/age_mean"] = float(np.mean(ages))
+            metrics["spade/live_envs/age_max"] = max(ages)
         if designs:
             valid = [d for d in designs if d["valid"]]
             metrics["spade/propose/validity_rate"] = len(valid) / len(designs)

@@ -55,6 +55,8 @@ from spade_envs.rewards import plateau
 __all__ = ["SpadeTrainer"]
 
 logger = logging.getLogger(__name__)
+#: What ``_compute_advantage`` measures that also goes into ``spade_metrics.jsonl`` (and so the run report).
+_FROM_ADVANTAGE = ("spade/designer/advantage", "spade/excluded_", "spade/agent/singleton_groups")
 
 
 @register_trainer("spade")
@@ -205,7 +207,7 @@ class SpadeTrainer(PPOTrainerSync):
         scores = data.to_padded_tensor()["rm_scores"].sum(dim=-1).tolist()
         real = [not tag.get("is_padding", False) for tag in batch.tags]
         batch_metrics = role_metrics(extra, scores, real, designer_reward_config(self.config))
-        batch_metrics.update({k: v for k, v in metrics.items() if k.startswith("spade/designer/advantage")})
+        batch_metrics.update({k: v for k, v in metrics.items() if k.startswith(_FROM_ADVANTAGE)})
         metrics.update(batch_metrics)
         metrics.update(ray.get(_pool().end_step.remote(batch_metrics)))
 

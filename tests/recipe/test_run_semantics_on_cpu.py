@@ -115,7 +115,8 @@ def test_the_same_design_admitted_twice_is_re_scored_not_an_error(tmp_path):
 
 def test_a_full_memory_never_evicts_a_live_env_or_a_design_about_to_go_live(tmp_path):
     """Review 2, finding 1: at capacity a design of its own regeneration was evicted, went live, and its rows failed."""
-    pool = SpadeEnvPool(pool_config(tmp_path, "spade.memory.capacity=11"))  # 6 built-ins, 4 designs per regen, +1
+    spade = pool_config(tmp_path, "spade.memory.capacity=11")  # 6 built-ins, 4 designs per regen, +1
+    pool = SpadeEnvPool(spade)
     base = builtin_source("VaultCodeEnv")
     for regen in range(4):
         step = regen * 4
@@ -132,7 +133,7 @@ def test_a_full_memory_never_evicts_a_live_env_or_a_design_about_to_go_live(tmp_
         ckpt = tmp_path / f"ckpt{regen}"
         ckpt.mkdir()
         pool.save_state(str(ckpt))
-        SpadeEnvPool(pool_config(tmp_path / "resumed", "spade.memory.capacity=11"), restore_from=str(ckpt))
+        SpadeEnvPool({**spade, "run_dir": str(tmp_path / "resumed")}, restore_from=str(ckpt))
 
 
 def test_a_memory_too_small_for_the_live_envs_and_a_regeneration_is_refused(tmp_path):
