@@ -30,7 +30,15 @@ from spade_envs.rewards import SkillEMA
 from spade_envs.skills import DOMAINS, SKILLS
 from spade_envs.spec import EnvSpec
 
-__all__ = ["ACTOR_NAME", "POOL_STATE_FILES", "RUN_FILES", "SpadeEnvPool", "end_env_pool", "start_env_pool"]
+__all__ = [
+    "ACTOR_NAME",
+    "POOL_STATE_FILES",
+    "RUN_FILES",
+    "SpadeEnvPool",
+    "check_memory_capacity",
+    "end_env_pool",
+    "start_env_pool",
+]
 
 ACTOR_NAME = "spade_env_pool"
 #: What a run writes into ``spade.run_dir`` that a later fresh start must not pick up.
@@ -246,6 +254,16 @@ def end_env_pool() -> bool:
     except ValueError:
         return False
     return True
+
+
+def check_memory_capacity(spade: dict[str, Any]) -> None:
+    """The capacity check of a fresh start, before Ray starts (``prepare()``): the seed envs are the built-ins.
+
+    With a fixed pool (``spade.fixed_env.pool_dir``) the pool itself checks at start, once it has read the manifest.
+    """
+    if not spade["fixed_env"].get("pool_dir"):
+        builtins = sum(e.setting == spade["setting"] for e in BUILTINS)
+        _check_capacity(int((spade.get("memory") or {}).get("capacity", 1000)), builtins, spade["envs_per_regen"])
 
 
 def _check_capacity(capacity: int, live: int, per_regen: int) -> None:

@@ -31,6 +31,9 @@ def prepare(config: DictConfig) -> None:
     from recipe.spade.turn_batches import check_thinking_config
 
     check_thinking_config(config)
+    from recipe.spade.env_pool import check_memory_capacity
+
+    check_memory_capacity(spade)  # live envs and designs about to go live are never evicted: memory must hold them
     from recipe.spade.budget import budget_of, designer_rows
 
     n = int(config.actor_rollout_ref.rollout.n)

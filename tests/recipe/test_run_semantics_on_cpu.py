@@ -139,6 +139,10 @@ def test_a_full_memory_never_evicts_a_live_env_or_a_design_about_to_go_live(tmp_
 def test_a_memory_too_small_for_the_live_envs_and_a_regeneration_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"spade.memory.capacity \(10\) must be at least 11"):
         SpadeEnvPool(pool_config(tmp_path, "spade.memory.capacity=10"))
+    with pytest.raises(ValueError, match=r"spade.memory.capacity \(48\) must be at least 49"):  # before Ray starts
+        prepared(tmp_path, "trainer.total_training_steps=2", "spade.memory.capacity=48", "spade.envs_per_regen=24",
+                 "spade.agent_rows_per_step=21", "actor_rollout_ref.rollout.n=8",
+                 "data.train_batch_size=24")  # fmt: skip
 
 
 def test_plays_of_one_env_may_finish_in_any_step_order(tmp_path):
