@@ -23,7 +23,7 @@ import math
 import os
 import tempfile
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -91,8 +91,11 @@ class EnvMemory:
         return self._records[self._slot[env_id]]
 
     # ----- mutation ----------------------------------------------------------------------------------------
-    def add(self, record: MemoryRecord) -> bool:
+    def add(self, record: MemoryRecord, keep: Collection[str] = ()) -> bool:
         """Insert ``record``; ``False`` when it is not stored as a new record (a duplicate, or see below).
+
+        ``keep``: env ids that must not be evicted (the env pool's live envs and the designs about to go live: an
+        evicted live env would leave agent rows without a task). ``ValueError`` when every record is kept.
 
         A duplicate of a stored env (same AST hash) keeps the stored env's id; a played duplicate (``plays > 0``)
         replaces its win rate and regret (the latest measurement of the current agent counts), adds its plays and
@@ -116,7 +119,7 @@ class EnvMemory:
                                     status=record.status))  # fmt: skip
             return False
         if len(self._records) >= self.config.capacity:
-            victim = self._eviction_slot()
+            victim = self._eviction_slot(keep)
             if not record.playable and self._records[victim].playable:
                 return False  # an unplayable record never pushes out a playable one
             self._remove(victim)
@@ -337,9 +340,15 @@ class EnvMemory:
             self._set(slot, last)
             self._lines[slot] = last_line
 
-    def _eviction_slot(self) -> int:
+    def _eviction_slot(self, keep: Collection[str] = ()) -> int:
         a, n = self._arrays, len(self._records)
         score = a["score"][:n]
+        kept = list({self._slot[e] for e in keep if e in self._slot})
+        if kept:
+            if len(kept) >= n:
+                raise ValueError(f"memory is full ({n} records) and every record is kept: raise memory.capacity")
+            score = score.copy()
+            score[kept] = math.inf
         tied = np.flatnonzero(score == score.min())
         return int(tied[np.lexsort((tied, a["created"][tied], a["last"][tied]))[0]])
 

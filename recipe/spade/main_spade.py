@@ -31,6 +31,9 @@ def prepare(config: DictConfig) -> None:
     from recipe.spade.turn_batches import check_thinking_config
 
     check_thinking_config(config)
+    from recipe.spade.env_pool import check_memory_capacity
+
+    check_memory_capacity(spade)  # live envs and designs about to go live are never evicted: memory must hold them
     from recipe.spade.budget import budget_of, designer_rows
 
     n = int(config.actor_rollout_ref.rollout.n)
@@ -80,8 +83,13 @@ def main(config: DictConfig) -> None:
     spade = OmegaConf.to_container(config.spade, resolve=True)  # a bad spade block: one line, before Ray starts
     exit_on_bad_spade_block(spade, OmegaConf.select(config, "reward.reward_kwargs.designer.variant"))
     prepare(config)
-    run_verl_trainer(config, require_v1=True)
-    finish(config)
+    try:
+        run_verl_trainer(config, require_v1=True)
+        finish(config)
+    finally:  # the pool actor is detached (loops in many processes share it): it must not outlive its job
+        from recipe.spade.env_pool import end_env_pool
+
+        end_env_pool()
 
 
 def finish(config: DictConfig) -> None:

@@ -1,7 +1,8 @@
 """The end-of-run report from ``spade_metrics.jsonl``: designs, failures, live envs, plots.
 
-Per step: designs admitted and made, why the others failed, regret and win rates, the designer reward; then the
-live environments at the end, and PNG plots when matplotlib is installed.
+Per step: designs admitted and made, why the others failed, regret and win rates, the designer reward; memory size,
+evictions, live envs by age, singleton groups and excluded samples; then the live environments at the end, and PNG
+plots when matplotlib is installed.
 
 ``curriculum=True`` (the demo) adds a second figure from a few seconds of the curriculum simulator: SPADE's blend
 reward against a fixed pool, so that a reader of a short run sees where the loop is meant to go.
@@ -99,6 +100,22 @@ def _failure_section(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
+_HEALTH = (("memory", "spade/memory_size", "{:.0f}"), ("evictions", "spade/memory/evictions", "{:.0f}"),
+           ("live envs", "spade/live_envs", "{:.0f}"), ("live age mean", "spade/live_envs/age_mean", "{:.1f}"),
+           ("live age max", "spade/live_envs/age_max", "{:.0f}"),
+           ("singleton groups", "spade/agent/singleton_groups", "{:.0f}"),
+           ("excluded samples", "spade/excluded_samples", "{:.0f}"))  # fmt: skip
+
+
+def _health_section(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Per step: memory size and evictions, live envs and their age in steps, groups and samples left untrained."""
+    lines = ["| step | " + " | ".join(name for name, _, _ in _HEALTH) + " |", "|---" * (len(_HEALTH) + 1) + "|"]
+    for row in rows:
+        cells = [_num(row, key, fmt) for _, key, fmt in _HEALTH]
+        lines.append(f"| {int(row['spade/step'])} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def _live_section(run_dir: Path) -> list[str]:
     try:
         live = json.loads((run_dir / "pool_state.json").read_text(encoding="utf-8"))["live"]
@@ -160,6 +177,10 @@ def write_report(run_dir: Path, curriculum: bool = False, about: Sequence[str] =
     parts += ["## Per step", "", "Designs admitted / made at each regeneration step, why the others failed, the mean "
               "regret and no-hint win rate of the admitted designs (design win rate), the agent's win rate on its "
               "training plays, the mean designer reward and the live environments.", "", *_table(rows), ""]  # fmt: skip
+    parts += ["## Memory, live envs and groups", "", "Memory size and evictions (memory keeps its most useful "
+              "records; live envs and the designs about to go live are never evicted), the live envs and how many "
+              "steps they have been live, agent groups left with one healthy sample (advantage 0) and samples "
+              "excluded from training (env faults, the compact filter).", "", *_health_section(rows), ""]  # fmt: skip
     parts += ["## Design failures", "", *_failure_section(rows), ""]
     parts += ["## Live environments at the end", "", *_live_section(run_dir), ""]
     parts += ["## Metrics", "", _metric_figure(run_dir, rows), ""]

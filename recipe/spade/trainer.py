@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ from transfer_queue import KVBatchMeta
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
 from verl.workers.utils.padding import response_to_nested
 
 from recipe.spade.advantages import role_advantages, step_designer_scale
@@ -53,6 +55,8 @@ from spade_envs.rewards import plateau
 __all__ = ["SpadeTrainer"]
 
 logger = logging.getLogger(__name__)
+#: What ``_compute_advantage`` measures that also goes into ``spade_metrics.jsonl`` (and so the run report).
+_FROM_ADVANTAGE = ("spade/designer/advantage", "spade/excluded_", "spade/agent/singleton_groups")
 
 
 @register_trainer("spade")
@@ -83,6 +87,12 @@ class SpadeTrainer(PPOTrainerSync):
                 "trainer.v1.sampler.sync_refill_failed_groups=true would refill a failed group from the next step "
                 "of the schedule; SPADE keeps failed sessions as masked samples instead: leave it false"
             )
+        if (self.config.algorithm.get("filter_groups") or {}).get("enable", False):
+            raise ValueError(
+                "algorithm.filter_groups.enable=true (verl's DAPO group filtering) refills filtered groups from the "
+                "next steps of the schedule, as sync_refill_failed_groups would; SPADE's batch must be exactly one "
+                "schedule step: leave it false (a group without a learning signal gets advantage 0 anyway)"
+            )
         buffer = super()._build_replay_buffer()
         if type(buffer) is not ReplayBuffer:
             raise TypeError(f"SPADE needs verl's sync ReplayBuffer, verl built {type(buffer).__name__}")
@@ -98,9 +108,12 @@ class SpadeTrainer(PPOTrainerSync):
 
         A faulted agent sample (the env broke, not the agent) is masked out of the loss by its loop; here it is also
         left out of its group's baseline: verl's estimator runs on the other rows only, and the faulted rows get
-        advantage 0. A group with no healthy sample therefore contributes nothing. Faulted designer samples (an
-        infrastructure failure such as an exhausted sandbox, not the design's fault) are likewise excluded from
-        their skill's centring.
+        advantage 0. A group with no healthy sample therefore contributes nothing, and neither does a group left
+        with one (``spade/agent/singleton_groups``): verl's GRPO would give a lone sample its raw score (mean 0,
+        std 1 for a group of one), a baseline-free gradient at twice the group-relative scale; with no other sample
+        there is nothing to compare it with, as on the designer side. Faulted designer samples (an infrastructure
+        failure such as an exhausted sandbox, not the design's fault) are likewise excluded from their skill's
+        centring.
         """
         extra = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id,
                                 select_fields=["extra_fields"]).pop("extra_fields").tolist()  # fmt: skip
@@ -108,6 +121,9 @@ class SpadeTrainer(PPOTrainerSync):
         excluded = [ok and bool(e.get("spade_excluded")) for e, ok in zip(extra, real)]
         metrics["spade/excluded_samples"] = sum(excluded)  # rows: in thinking mode, one per turn
         metrics["spade/excluded_episodes"] = sum(out and is_episode_row(e) for e, out in zip(extra, excluded))
+        lone = _lone_agent_groups(batch.keys, extra, real, excluded)
+        metrics["spade/agent/singleton_groups"] = len(lone)
+        excluded = [out or (ok and key.rsplit("_", 2)[0] in lone) for key, ok, out in zip(batch.keys, real, excluded)]
         kept = [key for key, out in zip(batch.keys, excluded) if not out]
         written = {"advantages", "returns"}
         if kept:
@@ -191,7 +207,7 @@ class SpadeTrainer(PPOTrainerSync):
         scores = data.to_padded_tensor()["rm_scores"].sum(dim=-1).tolist()
         real = [not tag.get("is_padding", False) for tag in batch.tags]
         batch_metrics = role_metrics(extra, scores, real, designer_reward_config(self.config))
-        batch_metrics.update({k: v for k, v in metrics.items() if k.startswith("spade/designer/advantage")})
+        batch_metrics.update({k: v for k, v in metrics.items() if k.startswith(_FROM_ADVANTAGE)})
         metrics.update(batch_metrics)
         metrics.update(ray.get(_pool().end_step.remote(batch_metrics)))
 
@@ -206,7 +222,7 @@ class SpadeTrainer(PPOTrainerSync):
         super()._load_checkpoint()
         restore = None
         if self.global_steps > 0:
-            folder = Path(self.config.trainer.default_local_dir) / f"global_step_{self.global_steps}" / "spade"
+            folder = self._resumed_folder() / "spade"
             for name in POOL_STATE_FILES:
                 if not (folder / name).exists():
                     raise FileNotFoundError(
@@ -216,6 +232,21 @@ class SpadeTrainer(PPOTrainerSync):
             restore = str(folder)
             logger.info("spade: restoring env memory and pool state from %s", folder)
         start_env_pool(OmegaConf.to_container(self.config.spade, resolve=True), restore)
+
+    def _resumed_folder(self) -> Path:
+        """The ``global_step_N`` folder verl's ``_load_checkpoint`` resumed from, by verl's own rules.
+
+        ``resume_mode=resume_path``: ``trainer.resume_from_path``; ``auto``: the latest checkpoint in
+        ``trainer.default_local_dir`` (both relative to the working directory unless absolute).
+        """
+        trainer = self.config.trainer
+        if trainer.resume_mode == "resume_path":
+            folder = os.path.abspath(trainer.resume_from_path)
+        else:
+            folder = find_latest_ckpt_path(os.path.abspath(trainer.default_local_dir))
+        if folder is None or int(str(folder).split("global_step_")[-1]) != self.global_steps:
+            raise RuntimeError(f"verl resumed at global step {self.global_steps}, but its checkpoint is {folder}")
+        return Path(folder)
 
 
 @contextmanager
@@ -230,6 +261,19 @@ def _mini_batch_rows(config: Any, per_n: int) -> Any:
     finally:
         with open_dict(config):
             actor.ppo_mini_batch_size = saved
+
+
+def _lone_agent_groups(keys: list[str], extra: list, real: list, excluded: list) -> set[str]:
+    """Agent groups (verl's ``{uid}_{session}_{turn}`` keys) left with exactly one healthy episode by the exclusion."""
+    sessions: dict[str, tuple[set[str], set[str]]] = {}
+    for key, e, ok, out in zip(keys, extra, real, excluded):
+        if ok and e.get("spade_role") == "agent":
+            uid, session, _ = key.rsplit("_", 2)
+            every, healthy = sessions.setdefault(uid, (set(), set()))
+            every.add(session)
+            if not out:
+                healthy.add(session)
+    return {uid for uid, (every, healthy) in sessions.items() if len(healthy) == 1 < len(every)}
 
 
 def _fill_excluded(keys: list[str], partition_id: str, fields: set[str]) -> None:

@@ -100,3 +100,36 @@ def test_faulted_samples_are_left_out_of_every_baseline(store):
     assert adv["d1_0_0"].tolist() == pytest.approx([(-1.0 + 0.25) * 2] * L)  # centred on the two healthy designs
     assert adv["d1_1_0"].tolist() == pytest.approx([(0.5 + 0.25) * 2] * L)
     assert metrics["spade/excluded_samples"] == 6
+
+
+def test_a_group_left_with_one_healthy_sample_gets_no_advantage(store):
+    """Review 2, finding 2: verl's GRPO gives a group of one its raw score (mean 0, std 1), not a relative 0."""
+    n = 8
+
+    def play(filtered=False):
+        return {"spade_role": "agent", "spade_env_fault": "", "spade_excluded": filtered,
+                "spade_compact_filtered": filtered}  # fmt: skip
+
+    rows = [(f"A_{i}_0", 1.0 if i == 0 else 0.0, play()) for i in range(n)]  # 8 healthy plays, 1 win
+    rows += [(f"B_{i}_0", 1.0 if i == 0 else 0.0, play(filtered=i > 0)) for i in range(n)]  # the winner alone
+    rows += [(f"C_{i}_0", 1.0 if i == 0 else 0.0, play(filtered=i > 1)) for i in range(n)]  # a win and a loss
+    rows += [(f"D_{i}_0", 0.6 if i == 0 else 0.0, play(filtered=i > 0)) for i in range(n)]  # a lone 0.6
+    for key, score, extra in rows:
+        add_row(store, key, score, extra)
+    # the paper launchers' algorithm settings
+    paper = ["spade.setting=tool_use", "algorithm.adv_estimator=grpo", "algorithm.norm_adv_by_std_in_grpo=false",
+             f"actor_rollout_ref.rollout.n={n}"]  # fmt: skip
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+        cfg = compose(config_name="spade_trainer", overrides=paper)
+    trainer = object.__new__(SpadeTrainer)
+    trainer.config, trainer.global_steps = cfg, 1
+    keys = [key for key, _, _ in rows]
+    metrics: dict = {}
+    trainer._compute_advantage(KVBatchMeta(keys=keys, tags=[{} for _ in keys], partition_id="train"), metrics)
+    adv = {key: float(store.rows[key]["advantages"].abs().max()) for key in keys}
+    assert float(store.rows["A_0_0"]["advantages"][0]) == pytest.approx(1 - 1 / n)
+    assert float(store.rows["C_0_0"]["advantages"][0]) == pytest.approx(0.5)
+    assert adv["B_0_0"] == 0 and adv["D_0_0"] == 0  # was +1.0 and +0.6
+    assert all(store.rows[f"{g}_0_0"]["returns"].abs().max() == 0 for g in "BD")
+    assert metrics["spade/agent/singleton_groups"] == 2
+    assert metrics["spade/excluded_samples"] == 7 + 6 + 7  # the filter's count, not the lone samples

@@ -4,6 +4,7 @@ Sync trainer mode on every backend, the env pool's groups and run directory, and
 tests for the issue "Survive a real run" (items 1, 4, 6, 7, 8, 9 and 11).
 """
 
+import json
 from pathlib import Path
 
 import pytest
@@ -57,6 +58,33 @@ def test_a_custom_sampler_or_refilling_failed_groups_is_refused():
         buffer_of(cfg)
 
 
+def test_dapo_group_filtering_is_refused():
+    """Review 2, finding 4: verl's DAPO filtering refills from the next schedule steps, like the refused refill."""
+    cfg = compose_spade("spade.corpus=x", "algorithm.filter_groups.enable=true")
+    with pytest.raises(ValueError, match="algorithm.filter_groups.enable=true"):
+        buffer_of(cfg)
+
+
+def test_the_env_pool_actor_ends_with_its_job_even_when_training_fails(tmp_path, monkeypatch):
+    """Review 2, finding 4: the detached pool actor outlived its job on a persistent cluster (one per run)."""
+    import recipe.spade
+    import recipe.spade.env_pool
+    from recipe.spade.main_spade import main
+
+    def crash(config, require_v1=False):
+        raise RuntimeError("training failed")
+
+    ended = []
+    monkeypatch.setattr(recipe.spade, "run_verl_trainer", crash)
+    monkeypatch.setattr(recipe.spade.env_pool, "end_env_pool", lambda: ended.append(True))
+    corpus = Path(__file__).resolve().parents[2] / "examples" / "data" / "sample_corpus.jsonl"
+    cfg = compose_spade(f"spade.corpus={corpus}", f"spade.run_dir={tmp_path}", "trainer.total_training_steps=2",
+                        "trainer.device=cuda")  # fmt: skip
+    with pytest.raises(RuntimeError, match="training failed"):
+        main.__wrapped__(cfg)
+    assert ended == [True]
+
+
 def pool_config(run_dir: Path, *overrides: str) -> dict:
     cfg = compose_spade("spade.fixed_env.enable=true", *overrides)
     spade = OmegaConf.to_container(cfg.spade, resolve=True)
@@ -85,12 +113,120 @@ def test_the_same_design_admitted_twice_is_re_scored_not_an_error(tmp_path):
     assert pool.memory.get(first).win_rate == 0.75 and pool.memory.get(first).plays == 4
 
 
+def test_a_full_memory_never_evicts_a_live_env_or_a_design_about_to_go_live(tmp_path):
+    """Review 2, finding 1: at capacity a design of its own regeneration was evicted, went live, and its rows failed."""
+    spade = pool_config(tmp_path, "spade.memory.capacity=11")  # 6 built-ins, 4 designs per regen, +1
+    pool = SpadeEnvPool(spade)
+    base = builtin_source("VaultCodeEnv")
+    for regen in range(4):
+        step = regen * 4
+        pool.agent_task(step, 0)
+        for i, win in enumerate((0.0, 0.5, 0.6, 0.4)):  # the first one scores 0: the lowest in memory
+            design = f"{base}\n\nDESIGN_{regen}_{i} = {i}\n"
+            pool.register_design(step, {**good_outcome(design), "win_rate": win, "raw_regret": 0.0})
+        designed = list(pool.generation)
+        assert len(designed) == 4 and all(e in pool.memory for e in designed)
+        assert len(pool.memory) == min(11, 10 + 4 * regen)
+        for slot in range(21):  # every agent row of the next step gets a task, from this regeneration's designs
+            assert pool.agent_task(step + 1, slot)["env_id"] in designed
+        assert pool.live == designed
+        ckpt = tmp_path / f"ckpt{regen}"
+        ckpt.mkdir()
+        pool.save_state(str(ckpt))
+        SpadeEnvPool({**spade, "run_dir": str(tmp_path / "resumed")}, restore_from=str(ckpt))
+
+
+def test_a_memory_too_small_for_the_live_envs_and_a_regeneration_is_refused(tmp_path):
+    with pytest.raises(ValueError, match=r"spade.memory.capacity \(10\) must be at least 11"):
+        SpadeEnvPool(pool_config(tmp_path, "spade.memory.capacity=10"))
+    with pytest.raises(ValueError, match=r"spade.memory.capacity \(48\) must be at least 49"):  # before Ray starts
+        prepared(tmp_path, "trainer.total_training_steps=2", "spade.memory.capacity=48", "spade.envs_per_regen=24",
+                 "spade.agent_rows_per_step=21", "actor_rollout_ref.rollout.n=8",
+                 "data.train_batch_size=24")  # fmt: skip
+
+
 def test_plays_of_one_env_may_finish_in_any_step_order(tmp_path):
     pool = SpadeEnvPool(pool_config(tmp_path))
     env = pool.agent_task(5, 0)["env_id"]
     pool.record_play(env, 5, 1.0, None)
     pool.record_play(env, 4, 0.0, None)
     assert pool.memory.get(env).win_rate == 0.5 and pool.memory.get(env).last_played_step == 5
+
+
+def checkpoint_of(pool: SpadeEnvPool, folder: Path) -> str:
+    """``SpadeTrainer._save_checkpoint``'s part: the pool state into the checkpoint's ``spade/`` folder."""
+    folder.mkdir(parents=True)
+    return pool.save_state(str(folder))
+
+
+def test_a_resume_keeps_play_windows_learning_potential_folds_and_one_metrics_row_per_step(tmp_path):
+    """Review 2, finding 3: after a resume one play overwrote an env's win rate (0.6 -> 0.0), a checkpoint at a
+    regeneration step lost that step's EMA fold, and the steps after the checkpoint were logged twice."""
+    spade = pool_config(tmp_path / "run")
+    runs = {"uninterrupted": SpadeEnvPool(spade)}
+    first = runs["uninterrupted"]
+    env = first.agent_task(0, 0)["env_id"]
+    for outcome in (1.0, 1.0, 1.0, 0.0):  # step 0: four plays of one env
+        first.record_play(env, 0, outcome, None, 0)
+    for i, win in enumerate((0.2, 0.4)):  # step 0 is a regeneration step: two admitted designs of one skill
+        first.register_design(
+            0, {**good_outcome(builtin_source("VaultCodeEnv") + f"\n\nX_{i} = {i}\n"), "win_rate": win}
+        )
+    first.end_step({})
+    ckpt = checkpoint_of(first, tmp_path / "ckpt" / "global_step_1" / "spade")
+    for step in (1, 2):  # the uninterrupted run goes on; a crash after step 2 leaves its rows in the metrics file
+        first.agent_task(step, 0)
+        first.end_step({})
+    crashed = (tmp_path / "run" / "spade_metrics.jsonl").read_text()
+    assert [json.loads(line)["spade/step"] for line in crashed.splitlines()] == [0, 1, 2]
+    resumed = SpadeEnvPool(spade, restore_from=ckpt)  # the same run dir, as a resumed run has
+    assert (tmp_path / "run" / "spade_metrics.jsonl").read_text() == crashed.splitlines(keepends=True)[0]
+    for step in (1, 2):
+        resumed.agent_task(step, 0)
+        resumed.end_step({})
+    rows = [json.loads(line) for line in (tmp_path / "run" / "spade_metrics.jsonl").read_text().splitlines()]
+    assert [row["spade/step"] for row in rows] == [0, 1, 2]
+    skill = "mathematical_reasoning"
+    assert resumed.lp_slow.get(skill) == pytest.approx(0.3) and resumed.lp_fast.get(skill) == pytest.approx(0.3)
+    assert resumed.lp_slow.get(skill) == first.lp_slow.get(skill)
+    for pool in (first, resumed):  # step 3: one more play of the env, outcome 0
+        pool.agent_task(3, 0)
+        pool.record_play(env, 3, 0.0, None, 0)
+    assert resumed.memory.get(env).win_rate == first.memory.get(env).win_rate == pytest.approx(0.6)
+
+
+def test_resume_path_restores_the_pool_from_the_checkpoint_verl_loaded(tmp_path, monkeypatch):
+    """Review 2, finding 3: with resume_mode=resume_path the pool came from default_local_dir's global_step_N."""
+    import torch
+
+    import recipe.spade.trainer as spade_trainer
+
+    run_a, run_b = tmp_path / "runA" / "ckpt", tmp_path / "runB" / "ckpt"
+    for run in (run_a, run_b):
+        (run / "global_step_16" / "spade").mkdir(parents=True)
+        for name in POOL_STATE_FILES:
+            (run / "global_step_16" / "spade" / name).write_text(str(run))
+        torch.save({}, run / "global_step_16" / "data.pt")
+    cfg = compose_spade("spade.corpus=x", "trainer.resume_mode=resume_path", f"trainer.default_local_dir={run_b}",
+                        f"trainer.resume_from_path={run_a}/global_step_16")  # fmt: skip
+
+    class WorkerGroup:  # the actor workers (GPU): what verl asks them to load
+        def load_checkpoint(self, local_path, **kwargs):
+            self.path = local_path
+
+        def load_state_dict(self, state):
+            pass
+
+    restored = {}
+    monkeypatch.setattr(
+        spade_trainer, "start_env_pool", lambda spade, restore=None: restored.setdefault("from", restore)
+    )
+    trainer = object.__new__(SpadeTrainer)
+    trainer.config, trainer.trainer_mode, trainer.use_critic = cfg, "sync", False
+    trainer.actor_rollout_wg, trainer.train_dataloader = WorkerGroup(), WorkerGroup()
+    trainer._load_checkpoint()
+    assert trainer.actor_rollout_wg.path == str(run_a / "global_step_16" / "actor")
+    assert restored["from"] == str(run_a / "global_step_16" / "spade")
 
 
 def test_a_fresh_start_never_reads_what_an_earlier_run_left_in_the_run_dir(tmp_path):

@@ -193,6 +193,19 @@ def test_eviction_removes_unplayable_then_lowest_score_then_least_recently_playe
     assert len(memory) == 4
 
 
+def test_eviction_never_removes_a_kept_env():
+    """The env pool keeps its live envs and the designs about to go live (review 2, finding 1)."""
+    memory = EnvMemory(MemoryConfig(capacity=3))
+    memory.add(rec(0, win=0.5, regret=0.5))  # best score
+    memory.add(rec(1, win=0.0, regret=0.0))  # score 0: the usual victim, but live
+    memory.add(rec(2, win=0.5, regret=0.2))
+    assert memory.add(rec(3, win=0.5, regret=0.3), keep={"env1"})
+    assert sorted(r.env_id for r in memory) == ["env0", "env1", "env3"]  # the lowest score not kept went
+    with pytest.raises(ValueError, match="every record is kept"):
+        memory.add(rec(4), keep={"env0", "env1", "env3"})
+    assert sorted(r.env_id for r in memory) == ["env0", "env1", "env3"]
+
+
 def test_update_stats_rescores_on_replay():
     memory = filled(3)
     old = memory.get("env1")
