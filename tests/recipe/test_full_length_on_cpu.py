@@ -6,7 +6,7 @@ skills), driven through the real :class:`SpadeEnvPool` (and so :class:`spade_env
 order a run calls it: designs, then every session of every agent row, every 16 steps the trainer's checkpoint
 (verl writes it before the step's metrics), then ``end_step``. The model, sandbox and Ray are replaced by seeded
 stand-in outcomes: 40% of designs fail, 30% of the admitted ones are never won, 3% of plays fault, so memory fills
-(about step 70) and evicts for the rest of the run.
+(first eviction at step 56 for games, 104 for tool use) and evicts for the rest of the run (1,227 / 527 evictions).
 
 Checked: every agent row of every step gets a task whose env is in memory; a resume from each checkpoint (into a
 run dir holding the crashed run's whole metrics file) reaches the next checkpoint with the same memory, pool state
