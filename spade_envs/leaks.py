@@ -181,6 +181,11 @@ def _moves(actions: Sequence[str]) -> list[Seq]:
     return [tokens(" ".join(_arguments(a))) for a in actions if _words(a)]
 
 
+def _windows(moves: list[Seq]) -> set[tuple[Seq, ...]]:
+    """Every run of :data:`SEQUENCE_MOVES` consecutive moves."""
+    return {tuple(moves[i : i + SEQUENCE_MOVES]) for i in range(len(moves) - SEQUENCE_MOVES + 1)}
+
+
 def _game_leak(hint: _Hint, actions: list[str], visible: Seq, others: list[list[str]] | None) -> str | None:
     visible_set = set(visible)
 
@@ -203,10 +208,15 @@ def _game_leak(hint: _Hint, actions: list[str], visible: Seq, others: list[list[
         if hint.says(value):
             return f"the hint contains {' '.join(value)!r}, a hidden value of this instance"
     moves = _moves(actions)
-    differs = others is None or any(_moves(o) != moves for o in others)
-    if differs and len(moves) >= SEQUENCE_MOVES:
+    # a window of moves that every other vetted seed's solution also holds is the env's procedure, not this
+    # instance's answer (VaultCodeEnv: "inspect 1 .. inspect 4" on every seed): only windows that differ are flagged
+    shared = set.intersection(*(_windows(_moves(o)) for o in others)) if others else set()
+    if len(moves) >= SEQUENCE_MOVES:
         for i in range(len(moves) - SEQUENCE_MOVES + 1):
-            run = tuple(t for m in moves[i : i + SEQUENCE_MOVES] for t in m)
+            window = tuple(moves[i : i + SEQUENCE_MOVES])
+            run = tuple(t for m in window for t in m)
+            if window in shared:
+                continue
             if run and _contains(hint.bare, _unfilled(run)):
                 return f"the hint spells out {SEQUENCE_MOVES} consecutive moves of the solution: {' '.join(run)!r}"
     return None

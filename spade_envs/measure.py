@@ -12,6 +12,7 @@ no regret.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +26,19 @@ from spade_envs.hints import vet_hint
 from spade_envs.llm import ChatClient, ChatError
 from spade_envs.sandbox import RemoteEnv, SandboxError, WorkerPool
 
-__all__ = ["ArmResult", "HintVetting", "measure", "measure_arm", "unpaired_seeds", "vet_env_hint", "vet_hint_on_seeds"]
+__all__ = [
+    "ArmResult",
+    "HintVetting",
+    "measure",
+    "measure_arm",
+    "measurement_seeds",
+    "unpaired_seeds",
+    "vet_env_hint",
+    "vet_hint_on_seeds",
+]
+
+#: Measurement seeds lie in [MEASUREMENT_SEED_LOW, 2**31): above the first training steps' agent seeds.
+MEASUREMENT_SEED_LOW = 100_000
 
 #: What a misbehaving worker reply can raise on the host besides typed errors (until the host re-checks replies).
 _MALFORMED = (ArithmeticError, LookupError, TypeError, ValueError, RecursionError)
@@ -190,6 +203,27 @@ def measure(
     if not arm.complete:
         raise RuntimeError(f"measurement incomplete: {arm.fault or 'agent error'}: {arm.reason or arm.agent_error}")
     return arm.outcomes
+
+
+def measurement_seeds(run_seed: int, key: str, n: int) -> list[int]:
+    """``n`` paired-measurement seeds of one design, hashed from the run seed and the design's ``key``.
+
+    Hashed, not arithmetic: seeds of a progression share residues (``(k x 100000 + i) x 7 + 1`` is always 1 mod 7,
+    so an env keyed on ``seed % 7`` was measured on one variant of seven). Uniform in
+    ``[MEASUREMENT_SEED_LOW, 2**31)``, fixed by ``(run_seed, key)`` so every worker draws the same ones.
+    """
+    if n < 1:
+        raise ValueError(f"need at least one measurement seed, got n={n}")
+    span = 2**31 - MEASUREMENT_SEED_LOW
+    seeds: list[int] = []
+    counter = 0
+    while len(seeds) < n:
+        digest = hashlib.sha256(f"{run_seed}\0{key}\0{counter}".encode()).digest()
+        seed = MEASUREMENT_SEED_LOW + int.from_bytes(digest[:8], "big") % span
+        counter += 1
+        if seed not in seeds:
+            seeds.append(seed)
+    return seeds
 
 
 def unpaired_seeds(seeds: Sequence[int], *arms: Sequence[str] | Mapping[int, str]) -> list[int]:

@@ -21,7 +21,7 @@ import numpy as np
 from recipe.spade.rlve_tasks import RLVETasks
 from spade_envs.builtin import BUILTINS, builtin_spec
 from spade_envs.corpus import Corpus, truncate_words
-from spade_envs.designer import exemplars_for_prompt
+from spade_envs.designer import exemplars_for_prompt, stored_copy
 from spade_envs.memory import EnvMemory, MemoryConfig, MemoryRecord
 from spade_envs.prompts import VARIANT_WEIGHTS, builtin_example, concept_ideas, designer_messages
 from spade_envs.rewards import SkillEMA
@@ -85,6 +85,7 @@ class SpadeEnvPool:
         self.lp_slow = SkillEMA(float(lp.get("slow_ema", 0.85)))
         if self.memory_path.exists():
             self.memory = EnvMemory.load(self.memory_path)  # resume: the same memory the run left
+            _warn_on_drift(self.memory.config, MemoryConfig.from_dict(memory_cfg))
         else:
             self.memory = EnvMemory(MemoryConfig.from_dict(memory_cfg))
             for spec in self._seed_specs():
@@ -185,12 +186,20 @@ class SpadeEnvPool:
         plays = len(outcome["seeds"])
         if env_id in self.memory:  # the same source admitted again (e.g. samples of one row converged): re-score it
             last = self.memory.get(env_id).last_played_step
-            self.memory.update_stats(env_id, outcome["win_rate"], outcome["raw_regret"], plays, max(step, last))
+            self.memory.update_stats(
+                env_id,
+                outcome["win_rate"],
+                outcome["regret"],
+                plays,
+                max(step, last),
+                status=outcome.get("hint_failure") or "ok",
+            )
         else:
-            record = MemoryRecord(spec=spec, win_rate=outcome["win_rate"], regret=outcome["raw_regret"],
-                                  plays=plays, last_played_step=step)  # fmt: skip
-            if not self.memory.add(record):  # an AST-level duplicate: the stored env keeps its id and is re-scored
-                return None
+            # the regret the reward counted, and the hint's status (hint_leak / hint_failed envs stay playable)
+            record = MemoryRecord(spec=spec, win_rate=outcome["win_rate"], regret=outcome["regret"], plays=plays,
+                                  last_played_step=step, status=outcome.get("hint_failure") or "ok")  # fmt: skip
+            if not self.memory.add(record):  # an AST-level copy: the stored env is re-scored and goes live instead
+                env_id = stored_copy(self.memory, outcome["source"]).env_id
         if env_id not in self.generation:
             self.generation.append(env_id)
         return env_id
@@ -352,6 +361,15 @@ def _jsonable(value: Any) -> Any:
 
 def _tuples(value: Any) -> Any:
     return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
+
+def _warn_on_drift(saved: MemoryConfig, asked: MemoryConfig) -> None:
+    """A resume keeps the memory's saved settings; say so when ``spade.memory`` now asks for others."""
+    changed = {k: (v, getattr(asked, k)) for k, v in vars(saved).items() if getattr(asked, k) != v}
+    if changed:
+        diff = ", ".join(f"{k} {old!r} (saved) vs {new!r} (config)" for k, (old, new) in changed.items())
+        logger.warning("spade: resumed memory keeps its saved settings; spade.memory now differs and is ignored: %s",
+                       diff)  # fmt: skip
 
 
 def start_env_pool(spade: dict[str, Any], restore_from: str | None = None) -> Any:
