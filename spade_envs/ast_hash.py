@@ -28,7 +28,7 @@ from __future__ import annotations
 import ast
 import hashlib
 
-__all__ = ["normalized_ast_hash"]
+__all__ = ["normalized_ast_hash", "without_comments"]
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
@@ -46,6 +46,22 @@ def normalized_ast_hash(source: str) -> str:
     tree = _Renamer(keywords).visit(tree)
     dump = ast.dump(tree, annotate_fields=False, include_attributes=False)
     return hashlib.sha256(b"ast\0" + dump.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def without_comments(source: str) -> str:
+    """``source`` as code only: comments and string statements (docstrings) removed, as the hash's normal form does.
+
+    The hint writer reads this, not the designer's text: a designer could otherwise plant an instance's answer in a
+    comment for the hint to repeat. Docstrings the code shows (``__doc__``) and ``tool_*`` docstrings (the agent's
+    tool descriptions) stay, since the agent sees them anyway. Source that does not parse comes back unchanged.
+    """
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return source
+    if not _reads_docstrings(tree):
+        _strip_string_statements(tree)
+    return ast.unparse(tree) + "\n"
 
 
 def _reads_docstrings(tree: ast.AST) -> bool:

@@ -42,6 +42,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from spade_envs.number_words import spoken_numbers
 from spade_envs.spec import SETTINGS
 from spade_envs.tooluse import parse_agent_text
 
@@ -121,11 +122,14 @@ class _Hint:
     def __init__(self, hint: str) -> None:
         self.raw = tokens(hint)
         self.bare = _unfilled(self.raw)
+        self.spoken = spoken_numbers(self.raw)  # "four seven two one", "twelve hundred": as digits
 
     def says(self, value: Seq) -> bool:
         if not value:
             return False
         if _contains(self.raw, value) or (not FILLER.intersection(value) and _contains(self.bare, value)):
+            return True
+        if self.spoken != self.raw and (_contains(self.spoken, value) or _contains(_unfilled(self.spoken), value)):
             return True
         if _is_number(value) and "." not in value[0] and len(value[0]) >= 3:
             return _contains(self.raw, tuple(value[0]))  # digits one by one: 4 8 2 1

@@ -258,3 +258,16 @@ def test_the_honest_hint_of_our_worked_example_is_not_a_leak():
     others = [a for _, a in instances[1:]]
     assert vet_hint(leaky, "games", solution_actions=actions, other_solutions=others, visible_text=obs).failure \
         == "hint_leak"  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "words", ["four thousand seven hundred twenty one", "four seven two one", "Four-seven-two-one"]
+)
+def test_an_answer_spelled_out_in_words_is_a_leak(words):
+    """Issue 26: spelled-out numbers paid as regret instead of the leak penalty."""
+    others = [["inspect", "enter 1938"], ["inspect", "enter 5560"]]
+    result = vet_hint(f"Type {words}.", "games", solution_actions=["inspect", "enter 4721"], other_solutions=others,
+                      visible_text="A keypad. Reply enter NNNN.")  # fmt: skip
+    assert result.failure == "hint_leak", result
+    assert vet_hint("Enter one code after you inspect.", "games", solution_actions=["inspect", "enter 4721"],
+                    other_solutions=others, visible_text="A keypad. Reply enter NNNN.").ok  # fmt: skip
