@@ -52,6 +52,7 @@ __all__ = [
     "classify_case",
     "hint_leaks",
     "leak_check_scores",
+    "named_values",
     "tokens",
     "tool_call_values",
 ]
@@ -224,6 +225,16 @@ def _game_leak(hint: _Hint, actions: list[str], visible: Seq, others: list[list[
             if run and _contains(hint.bare, _unfilled(run)):
                 return f"the hint spells out {SEQUENCE_MOVES} consecutive moves of the solution: {' '.join(run)!r}"
     return None
+
+
+def named_values(hint: str, action: str) -> list[Seq]:
+    """Values ``action`` carries that ``hint`` names, constants and shown values included.
+
+    Carried values: its answer, numbers and uncommon words; the candidates :mod:`spade_envs.leak_replay` replays.
+    """
+    h = _Hint(hint)
+    carried = _values([action]) | ({a} if (a := _final_answer([action])) else set())
+    return sorted(v for v in carried if h.says(v))
 
 
 def tool_call_values(solution_turns: Iterable[str]) -> set[str]:

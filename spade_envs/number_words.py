@@ -1,8 +1,10 @@
 """Numbers written in words, read as digits: a hint that spells out an answer still gives it away.
 
 ``four thousand seven hundred twenty one`` reads as ``4721``, ``twelve hundred`` as ``1200``, and a run of single
-digits (``four seven two one``) as the digits in order, ``4721``. :func:`spoken_numbers` rewrites a token sequence
-(:func:`spade_envs.leaks.tokens`) so the leak check can look values up in it as if they had been written in digits.
+digits (``four seven two one``) as the digits in order, ``4721``. A lone digit word (``three``, ``one``) stays a
+word: honest hints say "the three numbers" and "one step at a time" far more often than they spell a one-digit
+answer. :func:`spoken_numbers` rewrites a token sequence (:func:`spade_envs.leaks.tokens`) so the leak check can
+look values up in it as if they had been written in digits.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ _WORDS = {**_UNITS, **_TEENS, **_TENS}
 
 
 def _value(run: list[str]) -> str:
+    if len(run) == 1 and run[0] in _UNITS:  # "the three numbers", "one step": too common to read as a value
+        return run[0]
     if len(run) > 1 and all(w in _UNITS for w in run):  # digits spelled one by one
         return "".join(str(_UNITS[w]) for w in run)
     total = current = 0
