@@ -8,7 +8,8 @@ Normal form (then the sha256 of ``ast.dump`` without positions):
 - comments and formatting vanish with parsing; every statement that is only a string constant (docstrings and
   "comment strings") is removed, an emptied body becoming ``pass`` -- unless the code reads docstrings
   (``__doc__``, ``getdoc``), because then their text is part of what the env does (a game that shows
-  ``self.__doc__`` as its rules);
+  ``self.__doc__`` as its rules); the docstring of a ``tool_*`` method always stays: ``ToolUseEnv.tools()`` builds
+  the tool description the agent reads from it, so two tools that differ only there do different things;
 - inside each function and lambda, its arguments and the names it binds (assignment, ``for``/``with``/``except``
   targets, comprehension targets, walrus, ``match`` captures, ``del``) are renamed ``_v0``, ``_v1``, ... in order of
   first appearance (arguments in signature order, then depth-first source order), with one counter for the whole
@@ -27,7 +28,7 @@ from __future__ import annotations
 import ast
 import hashlib
 
-__all__ = ["normalized_ast_hash"]
+__all__ = ["normalized_ast_hash", "without_comments"]
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
@@ -47,6 +48,22 @@ def normalized_ast_hash(source: str) -> str:
     return hashlib.sha256(b"ast\0" + dump.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def without_comments(source: str) -> str:
+    """``source`` as code only: comments and string statements (docstrings) removed, as the hash's normal form does.
+
+    The hint writer reads this, not the designer's text: a designer could otherwise plant an instance's answer in a
+    comment for the hint to repeat. Docstrings the code shows (``__doc__``) and ``tool_*`` docstrings (the agent's
+    tool descriptions) stay, since the agent sees them anyway. Source that does not parse comes back unchanged.
+    """
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return source
+    if not _reads_docstrings(tree):
+        _strip_string_statements(tree)
+    return ast.unparse(tree) + "\n"
+
+
 def _reads_docstrings(tree: ast.AST) -> bool:
     """Whether the code may read docstrings: ``__doc__`` (name, attribute or string) or ``getdoc``."""
     for node in ast.walk(tree):
@@ -58,14 +75,21 @@ def _reads_docstrings(tree: ast.AST) -> bool:
     return False
 
 
+def _is_string_statement(statement: ast.stmt) -> bool:
+    return (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)
+            and isinstance(statement.value.value, str))  # fmt: skip
+
+
 def _strip_string_statements(tree: ast.AST) -> None:
     for node in ast.walk(tree):
         for name in ("body", "orelse", "finalbody"):
             body = getattr(node, name, None)
             if not isinstance(body, list) or not body or not isinstance(body[0], ast.stmt):
                 continue
-            kept = [s for s in body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)
-                                            and isinstance(s.value.value, str))]  # fmt: skip
+            # a tool_* method's docstring is the tool description the agent reads (ToolUseEnv.tools()): it stays
+            tool = name == "body" and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            tool = tool and node.name.startswith("tool_")
+            kept = [s for i, s in enumerate(body) if (tool and i == 0) or not _is_string_statement(s)]
             if name == "body" and not kept:
                 kept = [ast.Pass()]
             setattr(node, name, kept)

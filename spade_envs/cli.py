@@ -191,7 +191,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     corpus = Corpus.load(args.corpus) if args.corpus else None
     config = GenerateConfig(setting=args.setting, n_envs=args.n, max_attempts=args.max_attempts,
                             plays_per_arm=args.plays, seed=args.seed, max_turns=args.max_turns,
-                            multi_turn=args.multi_turn)  # fmt: skip
+                            multi_turn=args.multi_turn, placebo=not args.no_placebo)  # fmt: skip
     memory = EnvMemory.load(args.memory) if args.memory else None
     with _pool(args) as pool:
         outcomes = generate(_client(args), corpus, pool, config, args.out, memory=memory)
@@ -287,7 +287,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     gen.add_argument("--setting", choices=["games", "tool_use"], default="games")
     gen.add_argument("--n", type=int, default=4, help="admitted environments wanted")
     gen.add_argument("--out", required=True, help="output directory of the env pool")
-    gen.add_argument("--plays", type=int, default=4, help="plays per arm (no hint / hint), on paired seeds")
+    gen.add_argument("--plays", type=int, default=4, help="plays per arm (no hint / hint / placebo), on paired seeds")
+    gen.add_argument("--no-placebo", action="store_true",
+                     help="the paper's two arms: no placebo-hint arm, regret against no-hint only")  # fmt: skip
     gen.add_argument("--max-attempts", type=int, default=5, help="designer attempts per environment")
     gen.add_argument("--seed", type=int, default=0)
     gen.add_argument("--multi-turn", action="store_true", help="tool use: 3-5 instructions revealed one at a time")

@@ -36,6 +36,7 @@ __all__ = [
     "CorpusConfig",
     "CorpusError",
     "Document",
+    "MAX_CHARS_PER_WORD",
     "truncate_words",
 ]
 
@@ -119,18 +120,32 @@ class CorpusConfig:
         return self.max_words_games if setting == "games" else self.max_words_tool_use
 
 
-def truncate_words(text: str, max_words: int) -> str:
-    """Keep the first ``max_words`` whitespace-separated words, marking the cut so the designer knows text is missing.
+def truncate_words(text: str, max_words: int, max_chars: int | None = None) -> str:
+    """Keep the first ``max_words`` words and at most ``max_chars`` characters, marking the cut for the designer.
 
-    The kept part is the original text up to the end of the last kept word, so line breaks and spacing survive.
-    Text with at most ``max_words`` words comes back unchanged.
+    Words alone do not bound a prompt: a CJK or no-space document is one "word" of any length (a 400k-character
+    document passed whole). ``max_chars`` (default ``max_words x`` :data:`MAX_CHARS_PER_WORD`, far above English
+    prose's ~6) cuts such text at a whitespace when one is near, else mid-run. The kept part is the original text up
+    to the end of the last kept word, so line breaks and spacing survive. Text within both limits comes back
+    unchanged.
     """
     if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 1:
         raise ValueError(f"max_words must be a positive integer, got {max_words!r}")
+    limit = max_words * MAX_CHARS_PER_WORD if max_chars is None else max_chars
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ValueError(f"max_chars must be a positive integer, got {max_chars!r}")
     words = list(islice(re.finditer(r"\S+", text), max_words + 1))
-    if len(words) <= max_words:
+    cut, unit = (len(text), "") if len(words) <= max_words else (words[max_words - 1].end(), f"{max_words} words")
+    if cut > limit:
+        space = max(text.rfind(" ", 0, limit + 1), text.rfind("\n", 0, limit + 1))
+        cut, unit = (space if space > limit // 2 else limit), f"{limit} characters"
+    if not unit:
         return text
-    return f"{text[: words[max_words - 1].end()]}\n[... document truncated at {max_words} words ...]"
+    return f"{text[:cut].rstrip()}\n[... document truncated at {unit} ...]"
+
+
+#: Characters per word allowed by :func:`truncate_words` before it cuts by characters (English prose averages ~6).
+MAX_CHARS_PER_WORD = 8
 
 
 def _choose_text(record: dict[str, Any]) -> tuple[str | None, str]:

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from spade_envs.designer import stored_copy
 from spade_envs.memory import EnvMemory
 from spade_envs.memory_record import MemoryRecord
 from spade_envs.rewards import SkillEMA
@@ -126,14 +127,19 @@ class Curriculum:
         plays = len(outcome["seeds"])
         if env_id in self.memory:  # the same source admitted again (e.g. samples of one row converged): re-score it
             last = self.memory.get(env_id).last_played_step
-            self.memory.update_stats(env_id, outcome["win_rate"], outcome["raw_regret"], plays, max(step, last))
+            status = outcome.get("hint_failure") or "ok"
+            self.memory.update_stats(
+                env_id, outcome["win_rate"], outcome["regret"], plays, max(step, last), status=status
+            )
         else:
-            record = MemoryRecord(spec=spec, win_rate=outcome["win_rate"], regret=outcome["raw_regret"],
-                                  plays=plays, last_played_step=step)  # fmt: skip
+            # the regret the reward counted, and the hint's status (hint_leak / hint_failed envs stay playable)
+            record = MemoryRecord(spec=spec, win_rate=outcome["win_rate"], regret=outcome["regret"], plays=plays,
+                                  last_played_step=step, status=outcome.get("hint_failure") or "ok")  # fmt: skip
             before = len(self.memory)
-            if not self.memory.add(record, keep={*self.live, *self.generation}):  # an AST-level duplicate: the
-                return None  # stored env keeps its id and is re-scored
-            self.events[-1]["evicted"] = len(self.memory) == before  # memory was full: the least useful went
+            if self.memory.add(record, keep={*self.live, *self.generation}):
+                self.events[-1]["evicted"] = len(self.memory) == before  # memory was full: the least useful went
+            else:  # an AST-level copy: the stored env is re-scored and goes live instead
+                env_id = stored_copy(self.memory, outcome["source"]).env_id
         if env_id not in self.generation:
             self.generation.append(env_id)
         return env_id

@@ -18,14 +18,16 @@ from typing import Any
 import numpy as np
 
 from spade_envs.agent_play import Sampling
+from spade_envs.ast_hash import normalized_ast_hash
 from spade_envs.corpus import Corpus, truncate_words
 from spade_envs.extract import extract_code
 from spade_envs.failures import HINT_FAILURE_CODES
 from spade_envs.llm import ChatClient, ChatError
 from spade_envs.measure import HintVetting, measure, measure_arm, unpaired_seeds, vet_env_hint, vet_hint_on_seeds
 from spade_envs.memory import EnvMemory, MemoryConfig, MemoryRecord
+from spade_envs.placebo import placebo_hint
 from spade_envs.prompts import VARIANT_WEIGHTS, Exemplar, builtin_example, designer_messages, hint_messages
-from spade_envs.rewards import RewardConfig, WindowStats, designer_reward, failure_penalty, paired_regret
+from spade_envs.rewards import RewardConfig, WindowStats, credited_regret, designer_reward, failure_penalty
 from spade_envs.sandbox import WorkerPool
 from spade_envs.skills import DOMAINS, SKILLS
 from spade_envs.spec import EnvSpec
@@ -39,6 +41,7 @@ __all__ = [
     "exemplars_for_prompt",
     "generate",
     "measure",
+    "stored_copy",
     "vet_env_hint",
 ]
 
@@ -50,7 +53,9 @@ class GenerateConfig:
     """Knobs of :func:`generate`. Sampling defaults follow the paper (designer 0.6, hint writer 0.3).
 
     ``max_turns`` is the training turn cap: validation requires the solution to fit it and measurement plays stop
-    at it; it (and ``seed``) override the ``validation`` config's cap and run seed.
+    at it; it (and ``seed``) override the ``validation`` config's cap and run seed. ``placebo``: also play a
+    content-free hint of the real hint's shape (:mod:`spade_envs.placebo`) and credit regret only beyond it;
+    ``False`` restores the paper's two arms.
     """
 
     setting: str = "games"
@@ -60,6 +65,7 @@ class GenerateConfig:
     seed: int = 0
     max_turns: int = 25
     multi_turn: bool = False
+    placebo: bool = True
     designer: Sampling = Sampling(temperature=0.6, top_p=0.95, max_tokens=16384)
     hint_writer: Sampling = Sampling(temperature=0.3, top_p=0.9, max_tokens=1024)
     agent: Sampling = Sampling(temperature=0.6, top_p=0.95, max_tokens=4096)
@@ -96,6 +102,7 @@ class DesignOutcome:
     seeds: list[int] = field(default_factory=list)
     no_hint: list[float] = field(default_factory=list)
     hinted: list[float] = field(default_factory=list)
+    placebo: list[float] = field(default_factory=list)
     win_rate: float | None = None
     regret: float | None = None
     designer_reward: float = 0.0
@@ -116,6 +123,16 @@ def exemplars_for_prompt(memory: EnvMemory, setting: str, skill: str, rng: np.ra
             snippet = exemplar_snippet(item.record.spec.source)
             shown.append(Exemplar(snippet, skill, item.record.win_rate, item.record.regret, kind, item.reason))
     return shown
+
+
+def stored_copy(memory: EnvMemory, source: str) -> MemoryRecord | None:
+    """The stored record whose code is ``source`` up to cosmetics (:func:`~spade_envs.ast_hash.normalized_ast_hash`).
+
+    A designer that re-emits an exemplar or a built-in (with new comments or local names) made nothing new: the
+    stored env is re-measured and goes live in its place (the copy earns what the stored env earns today).
+    """
+    digest = normalized_ast_hash(source)
+    return next((r for r in memory if r.ast_hash == digest), None)
 
 
 def exemplar_snippet(source: str, limit: int = _SNIPPET_CHARS) -> str:
@@ -260,8 +277,11 @@ def _design_once(
             outcome.reason = f"hint: {vetting.failure}: {vetting.reason}"
     else:  # the env itself broke while its hint was vetted (e.g. reset raised on a measurement seed)
         return _env_failed(outcome, config, memory, spec, vetting.failure, f"during hint vetting: {vetting.reason}")
+    hints = [None] if outcome.hint is None else [None, outcome.hint]
+    if outcome.hint is not None and config.placebo:
+        hints.append(placebo_hint(outcome.hint, outcome.env_id or ""))
     arms = [measure_arm(source, pool, client, setting, seeds, h, config.agent, max_turns=config.max_turns)
-            for h in ([None, outcome.hint] if outcome.hint is not None else [None])]  # fmt: skip
+            for h in hints]  # fmt: skip
     for arm in arms:
         if arm.fault is not None:
             return _env_failed(outcome, config, memory, spec, arm.fault, f"during measurement: {arm.reason}")
@@ -270,6 +290,7 @@ def _design_once(
             return outcome
     outcome.no_hint = arms[0].outcomes
     outcome.hinted = arms[1].outcomes if len(arms) > 1 else []
+    outcome.placebo = arms[2].outcomes if len(arms) > 2 else []
     unpaired = unpaired_seeds(seeds, vetting.first_obs, *(arm.first_obs for arm in arms))
     if unpaired:
         why = f"seed {unpaired[0]}: the arms (and hint vetting) saw different first observations"
@@ -283,12 +304,12 @@ def _design_once(
         seeds_no_hint=seeds if outcome.hinted else (),
         seeds_hint=seeds if outcome.hinted else (),
         hint_failure=outcome.hint_failure,
+        paired_placebo=outcome.placebo,
     )
     outcome.win_rate = window.mean_outcome
-    outcome.regret = paired_regret(outcome.no_hint, outcome.hinted, seeds, seeds) if outcome.hinted else 0.0
+    outcome.regret = credited_regret(config.reward, window)  # placebo, hint failure and feasibility gates applied
     outcome.designer_reward = designer_reward(config.reward, window)
-    raw_regret = sum(outcome.hinted) / len(outcome.hinted) - outcome.win_rate if outcome.hinted else 0.0
-    memory.add(MemoryRecord(spec=spec, win_rate=outcome.win_rate, regret=raw_regret, plays=len(seeds),
+    memory.add(MemoryRecord(spec=spec, win_rate=outcome.win_rate, regret=outcome.regret, plays=len(seeds),
                             last_played_step=0, status=outcome.hint_failure or "ok"))  # fmt: skip
     return outcome
 
@@ -303,7 +324,7 @@ def _env_failed(
     """
     outcome.valid, outcome.failure = False, code
     outcome.reason = f"{code}: {reason}"
-    outcome.no_hint, outcome.hinted, outcome.win_rate, outcome.regret = [], [], None, None
+    outcome.no_hint, outcome.hinted, outcome.placebo, outcome.win_rate, outcome.regret = [], [], [], None, None
     # no worker could be had (machine_fault): the machine's condition, nothing to charge
     outcome.designer_reward = 0.0 if code == "machine_fault" else failure_penalty(config.reward, code)
     memory.add(MemoryRecord(spec=spec, win_rate=0.0, regret=0.0, plays=0, last_played_step=0, status=code))

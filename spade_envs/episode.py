@@ -120,8 +120,12 @@ def play(
     *,
     deadline: float | None = None,
     keep_chars: int = KEEP_CHARS,
+    after_reset: Callable[[], object] | None = None,
 ) -> EpisodeResult:
     """Reset ``env`` with ``seed`` and play ``policy`` until the episode ends or the turn limit truncates it.
+
+    ``after_reset`` runs between ``reset`` and the first step (a tool-use episode in training asks for ``tools()``
+    there), so validation can replay training's exact call order.
 
     ``setting`` defaults to :func:`setting_of` the env; pass it for proxies of sandboxed envs. ``deadline`` is a
     :func:`time.monotonic` instant; past it :class:`EpisodeDeadline` is raised. Every return value is checked
@@ -129,6 +133,8 @@ def play(
     fault, never an agent loss).
     """
     obs, _ = check_reset_output(env.reset(seed))
+    if after_reset is not None:
+        after_reset()
     limit = turn_limit(env.max_turns, max_turns)
     games = (setting or setting_of(env)) == "games"
     digest = hashlib.sha256(obs.encode("utf-8", "surrogatepass"))

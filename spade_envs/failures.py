@@ -26,6 +26,8 @@ FAILURE_CODES: dict[str, str] = {
     "reset_raised": "reset raised for some seed",
     "reset_bad_types": "reset did not return (non-empty str, dict)",
     "nondeterministic": "one seed gave different observations, solutions or step transcripts (in one worker or two)",
+    "first_episode_differs": "an episode played first in a fresh worker, in training's call order, differs from its "
+    "replay in validation's worker (the env counts episodes or watches the call order)",
     "step_raised": "step raised on a probe action",
     "step_bad_types": "step did not return (str, number, bool, bool, dict), or a tool returned no str",
     "nonfinite_reward": "step returned a NaN or infinite reward",

@@ -42,6 +42,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from spade_envs.number_words import spoken_numbers
 from spade_envs.spec import SETTINGS
 from spade_envs.tooluse import parse_agent_text
 
@@ -51,6 +52,7 @@ __all__ = [
     "classify_case",
     "hint_leaks",
     "leak_check_scores",
+    "named_values",
     "tokens",
     "tool_call_values",
 ]
@@ -121,11 +123,14 @@ class _Hint:
     def __init__(self, hint: str) -> None:
         self.raw = tokens(hint)
         self.bare = _unfilled(self.raw)
+        self.spoken = spoken_numbers(self.raw)  # "four seven two one", "twelve hundred": as digits
 
     def says(self, value: Seq) -> bool:
         if not value:
             return False
         if _contains(self.raw, value) or (not FILLER.intersection(value) and _contains(self.bare, value)):
+            return True
+        if self.spoken != self.raw and (_contains(self.spoken, value) or _contains(_unfilled(self.spoken), value)):
             return True
         if _is_number(value) and "." not in value[0] and len(value[0]) >= 3:
             return _contains(self.raw, tuple(value[0]))  # digits one by one: 4 8 2 1
@@ -181,6 +186,11 @@ def _moves(actions: Sequence[str]) -> list[Seq]:
     return [tokens(" ".join(_arguments(a))) for a in actions if _words(a)]
 
 
+def _windows(moves: list[Seq]) -> set[tuple[Seq, ...]]:
+    """Every run of :data:`SEQUENCE_MOVES` consecutive moves."""
+    return {tuple(moves[i : i + SEQUENCE_MOVES]) for i in range(len(moves) - SEQUENCE_MOVES + 1)}
+
+
 def _game_leak(hint: _Hint, actions: list[str], visible: Seq, others: list[list[str]] | None) -> str | None:
     visible_set = set(visible)
 
@@ -203,13 +213,28 @@ def _game_leak(hint: _Hint, actions: list[str], visible: Seq, others: list[list[
         if hint.says(value):
             return f"the hint contains {' '.join(value)!r}, a hidden value of this instance"
     moves = _moves(actions)
-    differs = others is None or any(_moves(o) != moves for o in others)
-    if differs and len(moves) >= SEQUENCE_MOVES:
+    # a window of moves that every other vetted seed's solution also holds is the env's procedure, not this
+    # instance's answer (VaultCodeEnv: "inspect 1 .. inspect 4" on every seed): only windows that differ are flagged
+    shared = set.intersection(*(_windows(_moves(o)) for o in others)) if others else set()
+    if len(moves) >= SEQUENCE_MOVES:
         for i in range(len(moves) - SEQUENCE_MOVES + 1):
-            run = tuple(t for m in moves[i : i + SEQUENCE_MOVES] for t in m)
+            window = tuple(moves[i : i + SEQUENCE_MOVES])
+            run = tuple(t for m in window for t in m)
+            if window in shared:
+                continue
             if run and _contains(hint.bare, _unfilled(run)):
                 return f"the hint spells out {SEQUENCE_MOVES} consecutive moves of the solution: {' '.join(run)!r}"
     return None
+
+
+def named_values(hint: str, action: str) -> list[Seq]:
+    """Values ``action`` carries that ``hint`` names, constants and shown values included.
+
+    Carried values: its answer, numbers and uncommon words; the candidates :mod:`spade_envs.leak_replay` replays.
+    """
+    h = _Hint(hint)
+    carried = _values([action]) | ({a} if (a := _final_answer([action])) else set())
+    return sorted(v for v in carried if h.says(v))
 
 
 def tool_call_values(solution_turns: Iterable[str]) -> set[str]:

@@ -12,6 +12,7 @@ no regret.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,10 +23,23 @@ from spade_envs.episode import observation_hash, play
 from spade_envs.errors import SpadeEnvError
 from spade_envs.failures import fault_code
 from spade_envs.hints import vet_hint
+from spade_envs.leak_replay import replay_leak
 from spade_envs.llm import ChatClient, ChatError
 from spade_envs.sandbox import RemoteEnv, SandboxError, WorkerPool
 
-__all__ = ["ArmResult", "HintVetting", "measure", "measure_arm", "unpaired_seeds", "vet_env_hint", "vet_hint_on_seeds"]
+__all__ = [
+    "ArmResult",
+    "HintVetting",
+    "measure",
+    "measure_arm",
+    "measurement_seeds",
+    "unpaired_seeds",
+    "vet_env_hint",
+    "vet_hint_on_seeds",
+]
+
+#: Measurement seeds lie in [MEASUREMENT_SEED_LOW, 2**31): above the first training steps' agent seeds.
+MEASUREMENT_SEED_LOW = 100_000
 
 #: What a misbehaving worker reply can raise on the host besides typed errors (until the host re-checks replies).
 _MALFORMED = (ArithmeticError, LookupError, TypeError, ValueError, RecursionError)
@@ -75,7 +89,8 @@ def vet_hint_on_seeds(source: str, hint_text: str, pool: WorkerPool, setting: st
     """Clean a written hint and check it leaks nothing of the instances it will be shown on.
 
     Leakage is checked against every measured seed: games against the solution's answer tokens and the first
-    observation, tool use against concrete values of the initial state and the tool interface.
+    observation, then by replay (a value the hint names that the solution needs leaks, constants included:
+    :mod:`spade_envs.leak_replay`), tool use against concrete values of the initial state and the tool interface.
     """
     vetting = HintVetting(None)
     phase = "load"
@@ -111,6 +126,13 @@ def vet_hint_on_seeds(source: str, hint_text: str, pool: WorkerPool, setting: st
         vetting.hint = result.hint if result is not None else None
         if result is None:
             vetting.failure, vetting.reason = "hint_failed", "no seed to vet the hint on"
+        elif setting == "games":  # constants are not exempt: replay what the hint names (leak_replay.py)
+            for seed, _obs, actions in instances:
+                phase = "step"
+                why = replay_leak(env, result.hint, seed, actions, None)
+                if why is not None:
+                    vetting.hint, vetting.failure, vetting.reason = None, "hint_leak", f"seed {seed}: {why}"
+                    break
         return vetting
     except (SandboxError, SpadeEnvError, *_MALFORMED) as exc:
         vetting.failure, vetting.reason = _fault(exc, phase)
@@ -190,6 +212,27 @@ def measure(
     if not arm.complete:
         raise RuntimeError(f"measurement incomplete: {arm.fault or 'agent error'}: {arm.reason or arm.agent_error}")
     return arm.outcomes
+
+
+def measurement_seeds(run_seed: int, key: str, n: int) -> list[int]:
+    """``n`` paired-measurement seeds of one design, hashed from the run seed and the design's ``key``.
+
+    Hashed, not arithmetic: seeds of a progression share residues (``(k x 100000 + i) x 7 + 1`` is always 1 mod 7,
+    so an env keyed on ``seed % 7`` was measured on one variant of seven). Uniform in
+    ``[MEASUREMENT_SEED_LOW, 2**31)``, fixed by ``(run_seed, key)`` so every worker draws the same ones.
+    """
+    if n < 1:
+        raise ValueError(f"need at least one measurement seed, got n={n}")
+    span = 2**31 - MEASUREMENT_SEED_LOW
+    seeds: list[int] = []
+    counter = 0
+    while len(seeds) < n:
+        digest = hashlib.sha256(f"{run_seed}\0{key}\0{counter}".encode()).digest()
+        seed = MEASUREMENT_SEED_LOW + int.from_bytes(digest[:8], "big") % span
+        counter += 1
+        if seed not in seeds:
+            seeds.append(seed)
+    return seeds
 
 
 def unpaired_seeds(seeds: Sequence[int], *arms: Sequence[str] | Mapping[int, str]) -> list[int]:

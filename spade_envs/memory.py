@@ -189,6 +189,8 @@ class EnvMemory:
         c, a, n = self.config, self._arrays, len(self._records)
         win, regret = a["win"][:n], a["regret"][:n]
         mine = (a["group"][:n] == group) & a["playable"][:n]
+        # a record never played (a seeded built-in) has no measured win rate: it is neither a model nor a warning
+        mine[mine] = [self._records[i].plays > 0 for i in np.flatnonzero(mine)]
         pos = np.flatnonzero(mine & (win >= c.positive_low) & (win <= c.positive_high))
         pool = max(c.positive_pool_factor * n_pos, c.positive_pool_min)
         if pos.size > pool:

@@ -183,6 +183,10 @@ def check_spade_block(spade: Mapping[str, Any], variant: str | None = None) -> l
         checks.append(Check("names", "ok", f"setting {setting}, {shown}, grounding {grounding}"
                                            + (f", reward {variant}" if variant else "")))  # fmt: skip
     fixed = bool(_get(spade, "fixed_env.enable", False))
+    plays = spade.get("plays_per_arm", 1)
+    if not fixed and (not isinstance(plays, int) or isinstance(plays, bool) or plays < 1):
+        checks.append(Check("plays", "fail", f"spade.plays_per_arm is {plays!r}: a design's measurement arms would be "
+                            "empty (no win rate, no regret)", "set spade.plays_per_arm to 1 or more"))  # fmt: skip
     required = setting == "games" and not fixed and grounding == "corpus"
     checks.append(_corpus_check(spade.get("corpus"), required))
     if fixed:

@@ -9,7 +9,8 @@ signal at all for invalid code).
 Variants (``RewardConfig.variant``), with ``w`` the mean no-hint outcome over the window:
 
 - ``blend`` (paper default): ``blend_plateau_weight * plateau(w) + blend_regret_weight * regret_term(regret)``.
-- ``regret``: the paired regret itself, ``max(0, mean hint - mean no-hint)``.
+- ``regret``: the paired regret itself, ``max(0, mean hint - max(mean no-hint, mean placebo))`` (placebo: the
+  content-free arm of :mod:`spade_envs.placebo`, when played).
 - ``solve_rate``: ``plateau(w)`` only.
 - ``learning_potential``: ``|w - slow EMA of the skill's past window means|``.
 - ``p1mp``: ``4 w (1 - w)``, the outcome variance p(1-p) scaled to peak at 1.
@@ -33,6 +34,7 @@ __all__ = [
     "SkillEMA",
     "WindowStats",
     "blend",
+    "credited_regret",
     "designer_advantages",
     "designer_reward",
     "designer_scale",
@@ -168,6 +170,8 @@ class WindowStats:
         paired_hint: hinted outcomes at design time, one per seed in ``seeds_hint`` (same seeds as above).
         seeds_no_hint: seeds of ``paired_no_hint``.
         seeds_hint: seeds of ``paired_hint``.
+        paired_placebo: outcomes of the placebo arm on ``seeds_hint`` (:mod:`spade_envs.placebo`); empty: no
+            placebo arm was played (the paper's two arms), so regret is measured against no-hint alone.
         hint_failure: a :data:`~spade_envs.failures.HINT_FAILURE_CODES` code when no usable hint existed (the
             hinted arm is then empty and regret is 0).
         play_failure: a :data:`~spade_envs.failures.FAILURE_CODES` code when the env broke during play (e.g.
@@ -182,9 +186,10 @@ class WindowStats:
     seeds_hint: tuple[int, ...] = ()
     hint_failure: str | None = None
     play_failure: str | None = None
+    paired_placebo: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
-        for name in ("outcomes", "paired_no_hint", "paired_hint", "seeds_no_hint", "seeds_hint"):
+        for name in ("outcomes", "paired_no_hint", "paired_hint", "seeds_no_hint", "seeds_hint", "paired_placebo"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         _outcomes("outcomes", self.outcomes)
         if self.hint_failure is not None and self.hint_failure not in HINT_FAILURE_CODES:
@@ -201,18 +206,30 @@ class WindowStats:
 
 
 def paired_regret(
-    no_hint: Sequence[float], hint: Sequence[float], seeds_no_hint: Sequence[int], seeds_hint: Sequence[int]
+    no_hint: Sequence[float],
+    hint: Sequence[float],
+    seeds_no_hint: Sequence[int],
+    seeds_hint: Sequence[int],
+    placebo: Sequence[float] | None = None,
 ) -> float:
-    """``max(0, mean(hint) - mean(no_hint))`` over two arms that played the same seeds.
+    """``max(0, mean(hint) - max(mean(no_hint), mean(placebo)))`` over arms that played the same seeds.
 
     Pairing is checked, not assumed: the reference compared 8 no-hint plays of one instance distribution with
-    16 hinted plays of another, so its regret mixed the hint's effect with instance difficulty.
+    16 hinted plays of another, so its regret mixed the hint's effect with instance difficulty. ``placebo`` (the
+    outcomes of a content-free hint of the same shape, :mod:`spade_envs.placebo`, on ``seeds_hint``) raises the
+    baseline: an env that rewards *having* a hint, not its content, earns no regret. ``None``: the paper's two arms.
 
     Raises:
         ValueError: an arm is empty, an outcome lies outside [0, 1], an arm's outcome and seed counts differ, the
             arms differ in size, or their seeds are not the same multiset.
     """
     no_hint, hint = _outcomes("no_hint", no_hint), _outcomes("hint", hint)
+    baseline = None
+    if placebo is not None:
+        placebo = _outcomes("placebo", placebo)
+        if len(placebo) != len(hint):
+            raise ValueError(f"the placebo arm must match the hinted arm: {len(placebo)} vs {len(hint)} outcomes")
+        baseline = sum(placebo) / len(placebo) if placebo else None
     if len(no_hint) != len(seeds_no_hint) or len(hint) != len(seeds_hint):
         raise ValueError(
             f"each outcome needs its seed: no_hint has {len(no_hint)} outcomes for {len(seeds_no_hint)} seeds, "
@@ -224,7 +241,10 @@ def paired_regret(
         only_no_hint = sorted((Counter(seeds_no_hint) - Counter(seeds_hint)).elements())
         only_hint = sorted((Counter(seeds_hint) - Counter(seeds_no_hint)).elements())
         raise ValueError(f"arms are not paired: seeds only in no-hint {only_no_hint[:5]}, only in hint {only_hint[:5]}")
-    return max(0.0, sum(hint) / len(hint) - sum(no_hint) / len(no_hint))
+    reference = sum(no_hint) / len(no_hint)
+    if baseline is not None:
+        reference = max(reference, baseline)
+    return max(0.0, sum(hint) / len(hint) - reference)
 
 
 def plateau(w: float, low: float = 0.4, high: float = 0.6, ramp: float = 0.25) -> float:
@@ -317,6 +337,21 @@ def _feasible(hint: Sequence[float], minimum: float) -> bool:
     return any(is_win(h) for h in hint) and sum(hint) / len(hint) > minimum
 
 
+def credited_regret(config: RewardConfig, window: WindowStats) -> float:
+    """The regret the reward counts (memory stores this value, not an ungated difference).
+
+    0 after a hint failure or when the hinted arm does not prove the env feasible (``require_feasible``), else
+    :func:`paired_regret` (beyond the placebo arm when there is one).
+    """
+    if window.hint_failure is not None:
+        return 0.0
+    args = (window.paired_no_hint, window.paired_hint, window.seeds_no_hint, window.seeds_hint)
+    regret = paired_regret(*args, placebo=window.paired_placebo or None)  # raises without paired arms
+    if config.require_feasible and not _feasible(window.paired_hint, config.feasibility_min):
+        return 0.0
+    return regret
+
+
 def designer_reward(config: RewardConfig, window: WindowStats, ema: SkillEMA | None = None) -> float:
     """The designer reward of one valid environment after its window, by ``config.variant``.
 
@@ -341,13 +376,8 @@ def designer_reward(config: RewardConfig, window: WindowStats, ema: SkillEMA | N
                 f"got {None if ema is None else f'alpha {ema.alpha}'}"
             )
         return learning_potential(w, ema.get(window.skill))
-    if window.hint_failure is not None:
-        regret, extra = 0.0, failure_penalty(config, window.hint_failure)
-    else:
-        args = (window.paired_no_hint, window.paired_hint, window.seeds_no_hint, window.seeds_hint)
-        regret, extra = paired_regret(*args), 0.0
-        if config.require_feasible and not _feasible(window.paired_hint, config.feasibility_min):
-            regret = 0.0
+    regret = credited_regret(config, window)
+    extra = failure_penalty(config, window.hint_failure) if window.hint_failure is not None else 0.0
     base = regret if config.variant == "regret" else blend(w, regret, config)
     return base + extra
 
@@ -356,7 +386,10 @@ def designer_advantages(rewards: Sequence[float], skills: Sequence[str], scale: 
     """GRPO-style designer advantages: reward minus its skill's mean, times ``scale``; no std division.
 
     Centring per skill compares envs that answer the same prompt family; skipping the std keeps a skill whose
-    envs all scored alike from having its tiny differences blown up to unit size.
+    envs all scored alike from having its tiny differences blown up to unit size. A skill with a single design in
+    the batch has no group to compare with (its own mean would give it advantage 0, so a batch with one design per
+    skill, e.g. 4 designs over 6 active skills, would never train the designer): it is centred on the mean of all
+    designer rewards in the batch instead.
     """
     if len(rewards) != len(skills):
         raise ValueError(f"got {len(rewards)} rewards for {len(skills)} skills")
@@ -367,7 +400,8 @@ def designer_advantages(rewards: Sequence[float], skills: Sequence[str], scale: 
         if not math.isfinite(r):
             raise ValueError(f"rewards must be finite, got {r!r} for skill {s!r}")
         groups.setdefault(s, []).append(r)
-    means = {s: sum(rs) / len(rs) for s, rs in groups.items()}
+    batch_mean = sum(rewards) / len(rewards) if rewards else 0.0
+    means = {s: sum(rs) / len(rs) if len(rs) > 1 else batch_mean for s, rs in groups.items()}
     return [(r - means[s]) * scale for r, s in zip(rewards, skills)]
 
 

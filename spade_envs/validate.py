@@ -13,11 +13,16 @@ What validation promises the trainer:
 * **the same seed is the same episode everywhere**: a second, *different* worker replays every seed and every
   baseline episode, and reset observations, solutions and step transcripts must match the first worker's (an env
   that iterates a set or reads the global RNG would give each arm of a paired measurement another instance);
+* **validation plays as training does**: every training or measurement play is the first episode of a fresh worker
+  (load, ``reset``, ``tools()`` for tool use, steps; nothing else first). The solution, do-nothing and random
+  episodes are played that way too and must match their replays in validation's long-lived worker, else
+  ``first_episode_differs`` (an env that counts episodes or watches the call order is honest only in validation);
 * **bounded cost**: a wall-clock budget per validation on top of the sandbox's per-call deadlines.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import random
@@ -42,6 +47,7 @@ from spade_envs.episode import (
 )
 from spade_envs.errors import SpadeEnvError
 from spade_envs.failures import FAILURE_CODES, fault_code
+from spade_envs.first_episode import first_episode_plan, play_first
 from spade_envs.sandbox.client import RemoteEnv
 from spade_envs.sandbox.errors import SandboxError
 from spade_envs.sandbox.pool import WorkerPool
@@ -77,6 +83,9 @@ class ValidationConfig:
         budget_s: wall-clock budget of one validation (both workers, every check).
         seed: the run's seed, from which the per-validation seeds are drawn.
         cross_worker: replay every seed in a second worker and require identical transcripts.
+        first_episode_seeds: on this many of the solution seeds, play the solution, do-nothing and first random
+            episode also as the first episode of a fresh worker in training's call order, and require the transcript
+            of its replay in validation's worker (0: off). Each costs three worker starts.
     """
 
     seeds: tuple[int, ...] | None = None
@@ -88,6 +97,7 @@ class ValidationConfig:
     budget_s: float = 120.0
     seed: int = 0
     cross_worker: bool = True
+    first_episode_seeds: int = 1
 
     def __post_init__(self) -> None:
         if self.seeds is not None and not self.seeds:
@@ -96,7 +106,7 @@ class ValidationConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-        for name in ("probe_seeds", "random_episodes"):
+        for name in ("probe_seeds", "random_episodes", "first_episode_seeds"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"{name} must be an int >= 0, got {value!r}")
@@ -241,6 +251,8 @@ def validate_source(
             other = run.call("load", lambda: run.remote_env(source, pool, filename))
             envs.append(other)
             _check_other_worker(run, other, config, report, transcripts)
+        if config.first_episode_seeds:
+            _check_first_episodes(run, source, pool, filename, config, report, transcripts)
         if audit is not None and env.setting == "tool_use":
             try:
                 verdict = audit(source)
@@ -339,7 +351,7 @@ def _check_episodes(run: _Run, env: RemoteEnv, config: ValidationConfig, report:
             raise Rejected("solution_does_not_win", f"seed {seed}: replaying solution() ({len(actions)} actions) "
                            f"ended with outcome {result.outcome!r} after {result.turns} turns{why}")  # fmt: skip
         report.solution_turns.append(result.turns)
-        transcripts[("solution", seed)] = result.transcript_hash
+        transcripts[("solution", seed)], transcripts[("actions", seed)] = result.transcript_hash, actions
         transcripts[("mutated", seed)] = run.play(
             env, _mutated_policy(actions, seed, env.setting), seed, cap
         ).transcript_hash
@@ -362,7 +374,27 @@ def _check_episodes(run: _Run, env: RemoteEnv, config: ValidationConfig, report:
             transcripts[("random", seed, episode)] = played.transcript_hash
     report.checks.append("random")
     transcripts[("tools",)] = json.dumps(tools, sort_keys=True) if tools is not None else None
+    transcripts[("tool_list",)] = tools  # as the random agent saw it (key order decides its draws)
     return transcripts
+
+
+def _check_first_episodes(run: _Run, source: str, pool: WorkerPool, filename: str, config: ValidationConfig,
+                          report: ValidationReport, expected: dict) -> None:  # fmt: skip
+    """Solution, do-nothing and first random episode of ``first_episode_seeds`` seeds, each first in a fresh worker.
+
+    The seeds are drawn per validation, so the designer cannot aim a first-episode trick at the unchecked ones.
+    """
+    tools = expected[("tool_list",)]
+    seeds = report.seeds[: config.first_episode_seeds]
+    solutions = {s: expected[("actions", s)] for s in seeds}
+    plan = first_episode_plan(report.setting, seeds, min(1, config.random_episodes), solutions, tools)
+    for key, what, policy in plan:
+        fresh = run.call("step", functools.partial(play_first, source, pool, filename, policy, key[1],
+                                                   config.max_turns, report.setting, run.deadline))  # fmt: skip
+        if fresh.transcript_hash != expected[key]:
+            raise Rejected("first_episode_differs", f"seed {key[1]}: the {what} episode played first in a fresh "
+                           "worker (as training plays) differs from its replay in validation's worker")  # fmt: skip
+    report.checks.append("first_episode")
 
 
 def _check_other_worker(

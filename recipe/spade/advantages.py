@@ -1,8 +1,9 @@
 """Per-role advantages for SPADE's mixed batch (pure tensors: the trainer fetches and stores them).
 
 Agent samples keep verl's estimator (GRPO over the ``rollout.n`` plays of one env instance and seed). Designer
-samples are re-scored: reward minus the mean reward of designer samples of the same skill in the batch, no std
-division, times a scale, so that the few designer samples are not drowned by the many agent samples.
+samples are re-scored: reward minus the mean reward of designer samples of the same skill in the batch (of all
+designer samples, for a skill with one design), no std division, times a scale, so that the few designer samples are
+not drowned by the many agent samples.
 """
 
 from __future__ import annotations

@@ -11,8 +11,9 @@ its loop in ``agent_name`` and carries ``extra_info = {role, step, slot}``. The 
   outcome, fault and exclusion, tagged ``spade_turn`` / ``spade_turns``.
 * ``spade_designer``: asks the pool for a design task, generates an environment, validates it in the sandbox,
   writes its hint with the policy at low temperature and vets it for leaks, then measures the policy on the env
-  ``plays_per_arm`` times without and with the hint on the same seeds (measurement only: these plays never
-  train) and returns the designer sample with its validation outcome and the measurement.
+  ``plays_per_arm`` times without and with the hint on the same seeds, and with a placebo hint of the same shape
+  (``spade.hint.placebo``; measurement only: these plays never train) and returns the designer sample with its
+  validation outcome and the measurement.
 """
 
 from __future__ import annotations
@@ -32,12 +33,14 @@ from verl.experimental.agent_loop.tool_parser import ToolParser
 
 from recipe.spade.env_pool import ACTOR_NAME, SpadeEnvPool
 from recipe.spade.play import Episode, play_episode, weight_versions
+from recipe.spade.reward_manager import designer_reward_config
 from recipe.spade.turns import play_turns
 from spade_envs.designer import admit
 from spade_envs.failures import FAILURE_CODES, fault_code
-from spade_envs.measure import unpaired_seeds, vet_hint_on_seeds
+from spade_envs.measure import measurement_seeds, unpaired_seeds, vet_hint_on_seeds
+from spade_envs.placebo import placebo_hint
 from spade_envs.prompts import audit_messages, audit_verdict, hint_messages
-from spade_envs.rewards import paired_regret
+from spade_envs.rewards import WindowStats, credited_regret
 from spade_envs.sandbox import SandboxConfig, WorkerPool
 from spade_envs.validate import ValidationConfig
 
@@ -220,7 +223,7 @@ class SpadeDesignerLoop(_SpadeLoop):
         if source is None:  # no worker could be had (machine_fault): the machine's condition, excluded
             return {**base, "code": report.code or "crashed", "excluded": report.code == "machine_fault"}
         plays = self.spade["plays_per_arm"]
-        seeds = [(step * 100_000 + design * plays + i) * 7 + 1 for i in range(plays)]
+        seeds = measurement_seeds(self.spade["seed"], f"step {step} design {design}", plays)  # hashed, not 1 mod 7
         hint_text = await self._generate_text(hint_messages(setting, source), self.spade["hint"])
         started = time.perf_counter()
         try:
@@ -233,6 +236,8 @@ class SpadeDesignerLoop(_SpadeLoop):
         if hint_failure in FAILURE_CODES:  # an env failure reported by vetting (not a hint failure)
             return {**base, "valid": False, "code": hint_failure}
         arms = [None, hint] if hint is not None else [None]
+        if hint is not None and self.spade["hint"]["placebo"]:  # regret only beyond a content-free hint (placebo.py)
+            arms.append(placebo_hint(hint, key))
         episodes = await asyncio.gather(*(self._play(source, s, sampling_params, h) for h in arms for s in seeds))
         faults = [e for e in episodes if e.fault]
         base["sandbox_s"] += sum(e.sandbox_s for e in episodes)
@@ -240,23 +245,27 @@ class SpadeDesignerLoop(_SpadeLoop):
             first = faults[0]
             return {**base, "valid": False, "code": fault_code(first.fault, "step" if first.turns else "reset"),
                     "excluded": all(e.fault in _INFRA_FAULTS for e in faults)}  # fmt: skip
-        no_hint = [e.outcome for e in episodes[:plays]]
-        hinted = [e.outcome for e in episodes[plays:]]
-        hashes = [[e.info["spade_first_obs"] for e in arm] for arm in (episodes[:plays], episodes[plays:]) if arm]
+        by_arm = [episodes[i * plays : (i + 1) * plays] for i in range(len(arms))]
+        no_hint, hinted, placebo = ([e.outcome for e in arm] for arm in [*by_arm, [], []][:3])
+        hashes = [[e.info["spade_first_obs"] for e in arm] for arm in by_arm]
         if unpaired_seeds(seeds, vetting.first_obs, *hashes):  # the same seed built different instances
             return {**base, "valid": False, "code": "unpaired"}
         w = sum(no_hint) / len(no_hint)
+        window = WindowStats(skill, no_hint, no_hint if hinted else (), hinted, seeds if hinted else (),
+                             seeds if hinted else (), hint_failure, paired_placebo=placebo)  # fmt: skip
         return {
             **base,
             "source": source,
             "seeds": seeds,
             "win_rate": w,
-            "regret": paired_regret(no_hint, hinted, seeds, seeds) if hinted else 0.0,
+            # what the reward counts (placebo, hint failure and feasibility gates applied); memory stores this one
+            "regret": credited_regret(designer_reward_config(self.config), window) if hinted else 0.0,
             "raw_regret": (sum(hinted) / len(hinted) - w) if hinted else 0.0,
             "hint_failure": hint_failure,
             "measure": {
                 "no_hint": no_hint,
                 "hint": hinted,
+                "placebo": placebo,
                 "seeds": seeds,
                 "hint_failure": hint_failure or "",
                 "lp_slow": task.get("lp_slow"),

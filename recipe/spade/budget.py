@@ -23,6 +23,7 @@ class Budget:
     agent_samples_regen_step: int
     measurement_plays_per_regen: int
     agent_samples: str = "per_episode"
+    measurement_arms: int = 2
 
     def line(self) -> str:
         text = (
@@ -30,6 +31,8 @@ class Budget:
             f"agent_samples_regen_step={self.agent_samples_regen_step} "
             f"measurement_plays_per_regen={self.measurement_plays_per_regen}"
         )
+        if self.designs_per_regen:  # no hint / hint (/ placebo) arms of plays_per_arm plays per design
+            text = f"{text} measurement_arms={self.measurement_arms}"
         return text if self.agent_samples == "per_episode" else f"{text} agent_samples={self.agent_samples}"
 
 
@@ -51,12 +54,15 @@ def budget_of(config: Any) -> Budget:
     rows = int(config["data"]["train_batch_size"])
     designers = designer_rows(spade, n)
     designs = designers * n
+    # no hint, hint, and (spade.hint.placebo, on by default) the placebo arm: plays_per_arm plays each per design
+    arms = 3 if (spade.get("hint") or {}).get("placebo", False) else 2
     return Budget(
         designs_per_regen=designs,
         samples_per_step=rows * n,
         agent_samples_regen_step=(rows - designers) * n,
-        measurement_plays_per_regen=designs * 2 * int(spade["plays_per_arm"]),
+        measurement_plays_per_regen=designs * arms * int(spade["plays_per_arm"]),
         agent_samples="per_turn" if (spade.get("agent") or {}).get("thinking") else "per_episode",
+        measurement_arms=arms,
     )
 
 

@@ -97,6 +97,7 @@ class SpadeEnvPool:
                 raise ValueError(f"{check.detail} -> {check.fix}")
         if self.memory_path.exists():
             memory = EnvMemory.load(self.memory_path)  # resume: the same memory the run left
+            _warn_on_drift(memory.config, MemoryConfig.from_dict(memory_cfg))
         else:
             memory = seed_memory(EnvMemory(MemoryConfig.from_dict(memory_cfg)), self._seed_specs())
         tasks = RLVETasks(rlve, spade["seed"]) if rlve.get("enable") else None
@@ -230,6 +231,15 @@ class SpadeEnvPool:
     def finish(self) -> str:
         """End of training: log the last step and save memory; returns the memory path."""
         return self.state.finish()
+
+
+def _warn_on_drift(saved: MemoryConfig, asked: MemoryConfig) -> None:
+    """A resume keeps the memory's saved settings; say so when ``spade.memory`` now asks for others."""
+    changed = {k: (v, getattr(asked, k)) for k, v in vars(saved).items() if getattr(asked, k) != v}
+    if changed:
+        diff = ", ".join(f"{k} {old!r} (saved) vs {new!r} (config)" for k, (old, new) in changed.items())
+        logger.warning("spade: resumed memory keeps its saved settings; spade.memory now differs and is ignored: %s",
+                       diff)  # fmt: skip
 
 
 def start_env_pool(spade: dict[str, Any], restore_from: str | None = None) -> Any:

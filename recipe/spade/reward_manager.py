@@ -54,7 +54,8 @@ def score_sample(cfg: RewardConfig, fields: Mapping[str, Any]) -> tuple[float, d
     window = WindowStats(skill=fields["spade_skill"], outcomes=m["no_hint"],
                          paired_no_hint=m["no_hint"] if hinted else (), paired_hint=hinted,
                          seeds_no_hint=m["seeds"] if hinted else (), seeds_hint=m["seeds"] if hinted else (),
-                         hint_failure=m.get("hint_failure") or None)  # fmt: skip
+                         hint_failure=m.get("hint_failure") or None,
+                         paired_placebo=m.get("placebo") or ())  # fmt: skip
     slow = m.get("lp_slow")  # the skill's slow EMA when the design was made (env pool), for learning_potential
     ema = SkillEMA(cfg.lp_slow_ema, {fields["spade_skill"]: slow} if slow is not None else None)
     return designer_reward(cfg, window, ema), {"spade_is_designer": 1.0}

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
+from spade_envs.ast_hash import without_comments
 from spade_envs.builtin import builtin_source
 from spade_envs.skills import DOMAINS, SKILLS
 from spade_envs.spec import SETTINGS
@@ -263,13 +264,18 @@ def concept_ideas(rng: random.Random, k: int = 3) -> list[str]:
 
 
 def hint_messages(setting: str, env_source: str) -> list[Message]:
-    """The hint writer's messages: it sees the environment's source and nothing else (no instance, no document)."""
+    """The hint writer's messages: it sees the environment's code and nothing else (no instance, no document).
+
+    The code comes without comments and docstrings (:func:`~spade_envs.ast_hash.without_comments`): what the designer
+    wrote beside the code could plant an instance's answer for the hint to repeat.
+    """
     _check_setting(setting)
     if not env_source.strip():
         raise ValueError("env_source is empty")
+    code = without_comments(env_source)
     return [
         {"role": "system", "content": render(f"hint_{setting}_system")},
-        {"role": "user", "content": render(f"hint_{setting}_user", code_block=_fenced(env_source))},
+        {"role": "user", "content": render(f"hint_{setting}_user", code_block=_fenced(code))},
     ]
 
 

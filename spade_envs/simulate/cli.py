@@ -32,6 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 (default 5)")
     parser.add_argument("--no-memory", action="store_true", help="no replay stream and no exemplars")
     parser.add_argument("--unpaired", action="store_true", help="the hinted arm plays fresh instances")
+    parser.add_argument("--no-placebo", action="store_true", help="the paper's two arms: no placebo arm")
     parser.add_argument("--hint-strength", type=float, help="ability the hint adds (default 1.0; weak: 0.1)")
     parser.add_argument("--plays", type=int, help="plays per arm, G (default 8)")
     parser.add_argument("--no-feasibility-gate", action="store_true",
@@ -59,7 +60,8 @@ def build_config(args: argparse.Namespace, variant: str) -> SimulationConfig:
         ValueError: a malformed ``--set`` or an invalid value (the message names the option).
     """
     data: dict[str, Any] = {"steps": args.steps, "seeds": args.seeds, "memory": not args.no_memory,
-                            "paired": not args.unpaired, "fixed_pool": variant == "fixed"}  # fmt: skip
+                            "paired": not args.unpaired, "placebo": not args.no_placebo,
+                            "fixed_pool": variant == "fixed"}  # fmt: skip
     reward: dict[str, Any] = {"variant": "blend" if variant == "fixed" else variant}
     if args.no_feasibility_gate:
         reward["require_feasible"] = False

@@ -52,6 +52,9 @@ class SimulationConfig:
             difficulty (0 = exemplars ignored).
         paired: both arms play the same instances at design time; ``False`` gives the hinted arm fresh
             instances (the reference's defect), though the regret code still receives matching seed labels.
+        placebo: also play a placebo arm at design time (training's ``spade.hint.placebo``): a content-free hint
+            helps the stand-in agent not at all, so it is a second no-hint arm, and regret counts only beyond the
+            better of the two (the max of two noisy means biases an honest env's regret down).
         hint_strength: ``H``: ability the privileged hint adds. An env harder than ability + ``H`` + the win
             reach stays unsolvable with the hint.
         hint_progress: ``beta``: share of the not yet achieved progress a hint supplies on a lost episode (the
@@ -92,6 +95,7 @@ class SimulationConfig:
     replay_per_step: int = 4
     exemplar_pull: float = 0.3
     paired: bool = True
+    placebo: bool = True
     hint_strength: float = 1.0
     hint_progress: float = 0.5
     partial_credit: float = 0.3
@@ -120,7 +124,7 @@ class SimulationConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < (0 if name == "replay_per_step" else 1):
                 raise ValueError(f"{name} must be an int >= {0 if name == 'replay_per_step' else 1}, got {value!r}")
-        for name in ("fixed_pool", "memory", "paired"):
+        for name in ("fixed_pool", "memory", "paired", "placebo"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
         for f in fields(self):

@@ -117,6 +117,7 @@ class _Batch:
     paired_no_hint: np.ndarray
     paired_hint: np.ndarray
     regret: np.ndarray
+    paired_placebo: np.ndarray | None = None
     window: list[np.ndarray] = field(default_factory=list)
 
     @property
@@ -174,9 +175,11 @@ class _Simulation:
         no_hint = self.agent.play(skills[valid], inst, False, self.play_rng)
         hint_inst = inst if c.paired else self._instances(difficulty[valid])
         hint = self.agent.play(skills[valid], hint_inst, True, self.play_rng)
-        regret = np.array([paired_regret(tuple(map(float, n)), tuple(map(float, h)), self.seeds, self.seeds)
-                           for n, h in zip(no_hint, hint)])  # fmt: skip
-        batch = _Batch(step, skills, difficulty, means, invalid, codes, specs, inst, no_hint, hint, regret)
+        placebo = self.agent.play(skills[valid], inst, False, self.play_rng) if c.placebo else None
+        regret = np.array([paired_regret(tuple(map(float, n)), tuple(map(float, h)), self.seeds, self.seeds,
+                                         placebo=tuple(map(float, placebo[i])) if placebo is not None else None)
+                           for i, (n, h) in enumerate(zip(no_hint, hint))])  # fmt: skip
+        batch = _Batch(step, skills, difficulty, means, invalid, codes, specs, inst, no_hint, hint, regret, placebo)
         batch.window.append(no_hint)
         return batch
 
@@ -202,6 +205,7 @@ class _Simulation:
                 paired_hint=tuple(map(float, batch.paired_hint[row])),
                 seeds_no_hint=self.seeds,
                 seeds_hint=self.seeds,
+                paired_placebo=() if batch.paired_placebo is None else tuple(map(float, batch.paired_placebo[row])),
             )
             rewards.append(designer_reward(c.reward, stats, self.ema))
             ws.setdefault(name, []).append(stats.mean_outcome)

@@ -74,9 +74,11 @@ def test_there_is_a_launcher_for_each_use():
 
 
 def test_the_games_30b_command_prints_the_papers_budget():
-    # The issue's first check: 24 designs per regeneration, 192 samples per step (168 agent + 24 designer).
+    # The issue's first check: 24 designs per regeneration, 192 samples per step (168 agent + 24 designer); the
+    # measurement: 8 plays per arm in three arms (no hint, hint, placebo: spade.hint.placebo) per design.
     assert budget_line("run_spade_30b.sh") == (
-        "budget: designs_per_regen=24 samples_per_step=192 agent_samples_regen_step=168 measurement_plays_per_regen=384"
+        "budget: designs_per_regen=24 samples_per_step=192 agent_samples_regen_step=168 "
+        "measurement_plays_per_regen=576 measurement_arms=3"
     )
 
 
@@ -123,3 +125,28 @@ def test_an_invalid_parallel_layout_fails():
     config_name, overrides = dry_run("run_spade_30b.sh")
     with pytest.raises(Exception, match="expert"):
         composed(config_name, [*overrides, "actor_rollout_ref.rollout.expert_parallel_size=3"])
+
+
+@pytest.mark.parametrize("script", [None, "run_spade_tiny_cpu.sh", "gpu_smoke.sh"])
+def test_the_default_config_the_quick_start_and_the_gpu_smoke_train_the_designer(script, tmp_path):
+    """With one design per skill in a batch (default: 4 designs, 6 skills) every designer advantage used to be 0."""
+    import torch
+    from omegaconf import OmegaConf
+
+    from recipe.spade.advantages import role_advantages, step_designer_scale
+    from recipe.spade.env_pool import SpadeEnvPool
+
+    if script is None:  # the recipe's own defaults, as main_spade composes them (no launcher settings)
+        with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
+            cfg = compose(config_name="spade_trainer")
+    else:
+        cfg = composed(*dry_run(script, **SHARED))
+    spade = OmegaConf.to_container(cfg.spade, resolve=True)
+    spade.update(corpus=str(EXAMPLES / "data" / "sample_corpus.jsonl"), run_dir=str(tmp_path))
+    designs = budget_of(cfg).designs_per_regen
+    pool = SpadeEnvPool(spade)
+    skills = [pool.designer_task(0, d)["skill"] for d in range(designs)]
+    rewards = [[1.0, 0.0, -1.0, 0.6][d % 4] for d in range(designs)]  # an env each: good, dull, broken, fair
+    adv = role_advantages(torch.zeros(designs, 3), torch.ones(designs, 3), rewards, ["designer"] * designs, skills,
+                          step_designer_scale(cfg, designs))  # fmt: skip
+    assert designs >= 2 and all(a != 0 for a in adv[:, 0].tolist()), (skills, adv[:, 0].tolist())

@@ -110,11 +110,13 @@ def expected_budget(run: Run) -> str:
     """The budget line of a paper run (§10: a regeneration step trains every design plus the rest as agent samples).
 
     Samples are counted in episodes and designs; a thinking agent's episodes train one sample per turn, which the
-    line says (``agent_samples=per_turn``).
+    line says (``agent_samples=per_turn``). Measurement: the paper's ``hint_plays`` per design are our two arms of
+    ``hint_plays / 2``; the placebo arm (``spade.hint.placebo``, our deviation) adds a third arm of the same size.
     """
+    plays = run.designs * run.hint_plays // 2 * 3
     line = (
         f"budget: designs_per_regen={run.designs} samples_per_step={run.batch} "
-        f"agent_samples_regen_step={run.batch - run.designs} measurement_plays_per_regen={run.designs * run.hint_plays}"
+        f"agent_samples_regen_step={run.batch - run.designs} measurement_plays_per_regen={plays} measurement_arms=3"
     )
     return f"{line} agent_samples=per_turn" if run.thinking else line
 
@@ -208,7 +210,8 @@ def test_the_designer_advantage_scale_is_the_papers(script):
 
 def test_the_games_30b_budget_is_the_issues():
     assert expected_budget(RUNS["run_spade_games_30b.sh"]) == (
-        "budget: designs_per_regen=24 samples_per_step=192 agent_samples_regen_step=168 measurement_plays_per_regen=384"
+        "budget: designs_per_regen=24 samples_per_step=192 agent_samples_regen_step=168 "
+        "measurement_plays_per_regen=576 measurement_arms=3"
     )
 
 

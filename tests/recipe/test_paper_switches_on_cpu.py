@@ -124,7 +124,9 @@ def test_the_budget_counts_designs_samples_and_measurement_plays():
             "actor_rollout_ref.rollout.n=8", "data.train_batch_size=24"])  # fmt: skip
     line = budget_of(cfg).line()
     assert line == ("budget: designs_per_regen=24 samples_per_step=192 agent_samples_regen_step=168 "
-                    "measurement_plays_per_regen=384")  # fmt: skip
+                    "measurement_plays_per_regen=576 measurement_arms=3")  # fmt: skip
+    paper = budget_of(OmegaConf.merge(cfg, {"spade": {"hint": {"placebo": False}}}))  # the paper's two arms
+    assert paper.measurement_plays_per_regen == 384 and paper.measurement_arms == 2
 
 
 def test_the_rlve_baseline_plays_one_instance_per_row_and_its_windows_survive_a_checkpoint(tmp_path):

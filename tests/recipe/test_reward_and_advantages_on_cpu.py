@@ -111,10 +111,10 @@ def test_role_advantages_keep_agent_rows_and_centre_designers_per_skill():
     scores = [1.0, 0.0, 0.4, -1.0, 0.3]
     out = role_advantages(verl_adv, mask, scores, roles, skills, scale=2.0)
     assert torch.equal(out[:2], verl_adv[:2])  # agent rows: verl's GRPO untouched
-    # optimization: mean -0.3 -> (0.7, -0.7) x 2; causal_inference alone: centred to 0
+    # optimization: mean -0.3 -> (0.7, -0.7) x 2; causal_inference alone: centred on the designer mean -0.1
     assert torch.allclose(out[2], torch.tensor([1.4, 1.4, 1.4]))
     assert torch.allclose(out[3], torch.tensor([-1.4, -1.4, 0.0]))
-    assert torch.equal(out[4], torch.zeros(3))
+    assert torch.allclose(out[4], torch.tensor([0.0, 0.8, 0.8]))
     with pytest.raises(ValueError, match="one score, role and skill per row"):
         role_advantages(verl_adv, mask, scores[:2], roles, skills, 1.0)
 

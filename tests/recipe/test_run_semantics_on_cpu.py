@@ -293,3 +293,32 @@ def test_designer_rows_are_spread_over_the_step_not_bunched_first():
     assert [r["extra_info"]["role"] for r in rows if r["extra_info"]["step"] == 1] == ["agent"] * 24
     with pytest.raises(ValueError, match="multiple of actor_rollout_ref.rollout.n"):
         schedule_rows({**spade, "envs_per_regen": 20}, 1, 8)
+
+
+def test_a_cosmetic_copy_of_a_stored_env_makes_the_stored_env_go_live(tmp_path):
+    """Issue 26: a copy (an added comment) of a stored env was paid in full but never went live."""
+    pool = SpadeEnvPool(pool_config(tmp_path))
+    copy = pool.register_design(0, good_outcome("# my own game\n" + builtin_source("VaultCodeEnv")))
+    assert copy == "builtin/VaultCodeEnv" and pool.generation == [copy]
+    assert pool.memory.get(copy).regret == 0.2 and pool.memory.get(copy).plays == 2
+
+
+def test_memory_stores_the_regret_the_reward_counted_and_the_hint_status(tmp_path):
+    """Issue 26: memory stored the ungated regret (0.5 where the reward counted 0) and `ok` for a leaked hint."""
+    pool = SpadeEnvPool(pool_config(tmp_path))
+    source = builtin_source("VaultCodeEnv") + "\n\nEXTRA_CONSTANT = 7\n"
+    env = pool.register_design(0, {**good_outcome(source), "regret": 0.0, "raw_regret": 0.5,
+                                   "hint_failure": "hint_leak"})  # fmt: skip
+    record = pool.memory.get(env)
+    assert (record.regret, record.status, record.playable) == (0.0, "hint_leak", True)
+
+
+def test_a_resume_warns_when_spade_memory_changed(tmp_path, caplog):
+    first = SpadeEnvPool(pool_config(tmp_path))
+    first.agent_task(0, 0)
+    checkpoint = tmp_path / "ckpt"
+    checkpoint.mkdir()
+    first.save_state(str(checkpoint))
+    with caplog.at_level("WARNING", logger="recipe.spade.env_pool"):
+        SpadeEnvPool(pool_config(tmp_path, "spade.memory.capacity=50"), restore_from=str(checkpoint))
+    assert "capacity 1000 (saved) vs 50 (config)" in caplog.text

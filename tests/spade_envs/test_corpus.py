@@ -13,7 +13,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from spade_envs.corpus import SKIP_REASONS, Corpus, CorpusConfig, CorpusError, Document, truncate_words
+from spade_envs.corpus import (
+    MAX_CHARS_PER_WORD,
+    SKIP_REASONS,
+    Corpus,
+    CorpusConfig,
+    CorpusError,
+    Document,
+    truncate_words,
+)
 from spade_envs.errors import SpadeEnvError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -307,6 +315,20 @@ def test_truncate_words_is_exact_and_keeps_whitespace():
     for bad in (0, -1, 1.5, True):
         with pytest.raises(ValueError, match="max_words must be a positive integer"):
             truncate_words(text, bad)
+
+
+def test_truncation_caps_characters_too():
+    """A no-space (CJK) document is one "word": it used to pass whole (400k characters into a designer prompt)."""
+    cjk = "文" * 400_000
+    cut = truncate_words(cjk, 6000)
+    kept, marker = cut.rsplit("\n", 1)
+    assert len(kept) == 6000 * MAX_CHARS_PER_WORD and marker == "[... document truncated at 48000 characters ...]"
+    spaced = "abcdefghij " * 100  # 100 words of 10 letters: within 100 words, over 8 x 100 characters
+    kept, marker = truncate_words(spaced, 100).rsplit("\n", 1)
+    assert kept.split() == ["abcdefghij"] * 72 and marker.endswith("800 characters ...]")  # cut at a space
+    assert truncate_words("ab cd", 2, max_chars=5) == "ab cd"
+    with pytest.raises(ValueError, match="max_chars must be a positive integer"):
+        truncate_words("ab", 1, max_chars=0)
 
 
 def test_sample_text_applies_the_setting_budget(tmp_path):

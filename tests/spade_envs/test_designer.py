@@ -1,8 +1,9 @@
 """The designer pipeline end to end against a scripted OpenAI-compatible server (a stand-in at the model boundary).
 
 The stub answers designer prompts with a built-in environment for the requested skill (one broken answer first),
-hint prompts with a generic hint, and agent prompts by replaying the solution only when the hint is present, so
-the hinted arm wins and the unhinted arm loses: regret 1, win rate 0. Everything else is real: corpus, prompts,
+hint prompts with a generic hint, and agent prompts by replaying the solution only when the hint's text is present
+(not its placebo, which has the hint's shape but other words), so the hinted arm wins and the unhinted and placebo
+arms lose: regret 1, win rate 0. Everything else is real: corpus, prompts,
 extraction, sandboxed validation, hint vetting, paired play, rewards, memory, files.
 """
 
@@ -41,7 +42,7 @@ def scripted_model(setting: str, seeds: range, broken_first: bool = True):
             return {"content": "HINT: Work through the state one step at a time and check each result."}
         turn = sum(m["role"] == "assistant" for m in body["messages"])
         actions = next((a for obs, a in solutions.items() if obs in user), None)
-        if actions is None or "HINT:" not in user or turn >= len(actions):
+        if actions is None or "Work through the state" not in user or turn >= len(actions):
             return {"content": "\\boxed{wait}" if setting == "games" else "<answer>no idea</answer>"}
         return {"content": f"\\boxed{{{actions[turn]}}}" if setting == "games" else actions[turn]}
 
@@ -65,7 +66,7 @@ def test_generate_builds_a_scored_env_pool(tmp_path, stub_openai, capsys):
     expected = blend(0.0, 1.0, RewardConfig())
     for line in valid:
         assert line["valid"] and line["hint_failure"] is None
-        assert line["no_hint"] == [0.0, 0.0] and line["hinted"] == [1.0, 1.0]
+        assert line["no_hint"] == [0.0, 0.0] and line["hinted"] == [1.0, 1.0] and line["placebo"] == [0.0, 0.0]
         assert line["win_rate"] == 0.0 and line["regret"] == 1.0
         assert abs(line["designer_reward"] - expected) < 1e-9
         assert (out / "envs" / f"{line['env_id']}.py").read_text().startswith('"""')

@@ -152,6 +152,14 @@ def test_unknown_names_fail_and_name_the_known_ones():
     assert bad.name == "setting" and "games, tool_use" in bad.fix
 
 
+def test_no_measurement_plays_fail_before_the_run():
+    """spade.plays_per_arm=0 used to pass every check and then raise ZeroDivisionError in the designer loop."""
+    for plays in (0, -1, 1.5, True):
+        (bad,) = fails(block(plays_per_arm=plays))
+        assert bad.name == "plays" and "spade.plays_per_arm is" in bad.detail and "1 or more" in bad.fix
+    assert not fails(block(plays_per_arm=1))
+
+
 def test_a_corpus_whose_first_lines_are_not_documents_fails(tmp_path):
     corpus = tmp_path / "c.jsonl"
     corpus.write_text('{"title": "no text"}\nnot json\n[1, 2]\n')

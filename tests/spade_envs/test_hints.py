@@ -234,3 +234,40 @@ def test_vet_hint_cleans_then_checks():
     good = vet_hint("<think>hmm</think>Search, then act on each <task_id>.", "tool_use", solution_actions=solution)
     assert good == HintResult("Search, then act on each <task_id>.")
     assert vet_hint("", "tool_use").failure == "hint_failed"
+
+
+def test_the_honest_hint_of_our_worked_example_is_not_a_leak():
+    """VaultCodeEnv's first four moves ("inspect 1" .. "inspect 4") are the same on every seed: a hint that names
+    them is the env's procedure, not an instance's answer (it used to be flagged because the whole solution differs)."""
+
+    env = load_builtin("VaultCodeEnv")()
+    instances = []
+    for seed in (11, 12, 13, 14):
+        obs, _ = env.reset(seed)
+        instances.append((obs, env.solution()))
+    assert len({tuple(a) for _, a in instances}) > 1  # the codes differ between seeds
+    hint = "Inspect clues 1, 2, 3 and 4 first, work out each digit, then enter the four digits as one code."
+    for i, (obs, actions) in enumerate(instances):
+        others = [a for j, (_, a) in enumerate(instances) if j != i]
+        result = vet_hint(hint, "games", solution_actions=actions, other_solutions=others, visible_text=obs)
+        assert result.ok, result.reason
+    # a window that differs between seeds is still flagged: the last inspect moves plus this seed's code
+    obs, actions = instances[0]
+    code = actions[-1].split()[-1]
+    leaky = f"Inspect clues 2, 3 and 4, then enter {code}."
+    others = [a for _, a in instances[1:]]
+    assert vet_hint(leaky, "games", solution_actions=actions, other_solutions=others, visible_text=obs).failure \
+        == "hint_leak"  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "words", ["four thousand seven hundred twenty one", "four seven two one", "Four-seven-two-one"]
+)
+def test_an_answer_spelled_out_in_words_is_a_leak(words):
+    """Issue 26: spelled-out numbers paid as regret instead of the leak penalty."""
+    others = [["inspect", "enter 1938"], ["inspect", "enter 5560"]]
+    result = vet_hint(f"Type {words}.", "games", solution_actions=["inspect", "enter 4721"], other_solutions=others,
+                      visible_text="A keypad. Reply enter NNNN.")  # fmt: skip
+    assert result.failure == "hint_leak", result
+    assert vet_hint("Enter one code after you inspect.", "games", solution_actions=["inspect", "enter 4721"],
+                    other_solutions=others, visible_text="A keypad. Reply enter NNNN.").ok  # fmt: skip

@@ -18,8 +18,8 @@ DOC = (ROOT / "docs" / "designer.md").read_text()
 
 #: Measured values (docs/designer.md); a change of the check must not go below them.
 FLOORS = {
-    ("dev", "all"): (1.0, 0.875),
-    ("dev", "games"): (1.0, 0.833),
+    ("dev", "all"): (1.0, 0.890),
+    ("dev", "games"): (1.0, 0.861),
     ("dev", "tool_use"): (1.0, 0.928),
     ("heldout", "all"): (1.0, 0.777),
     ("heldout", "games"): (1.0, 0.555),

@@ -461,6 +461,16 @@ def test_hash_keeps_docstrings_the_code_reads():
     assert normalized_ast_hash(ignores) == normalized_ast_hash(ignores.replace("Reach 10", "Reach 99"))
 
 
+def test_hash_keeps_tool_docstrings_the_agent_reads():
+    """ToolUseEnv.tools() describes each tool to the agent from its docstring: tools that differ there differ."""
+    move = ('class BankEnv(ToolUseEnv):\n    """A bank."""\n    def tool_transfer(self, account: str) -> str:\n'
+            '        """Move money to another account."""\n        # do it\n        return "done"\n')  # fmt: skip
+    delete = move.replace("Move money to another account.", "Delete the account permanently.")
+    assert normalized_ast_hash(move) != normalized_ast_hash(delete)
+    assert normalized_ast_hash(move) == normalized_ast_hash(move.replace("A bank.", "Another bank."))  # not a tool
+    assert normalized_ast_hash(move) == normalized_ast_hash(move.replace("# do it", "# differently"))
+
+
 def test_a_failed_duplicate_never_overwrites_a_playable_record():
     memory = EnvMemory()
     memory.add(rec(0, win=0.5, regret=0.4, step=1))
@@ -490,3 +500,16 @@ def test_exemplar_snippet_is_bounded_without_line_breaks():
     lines = "x = 1\n" * 1000
     assert exemplar_snippet(lines).endswith("x = 1") and len(exemplar_snippet(lines)) < 2000
     assert exemplar_snippet("short") == "short"
+
+
+def test_records_never_played_are_neither_positive_nor_negative_exemplars():
+    """Issue 26: built-ins seeded with plays=0 were shown as "worked well (win rate 0.50)" with nothing measured."""
+    memory = EnvMemory()
+    memory.add(MemoryRecord(spec(0), win_rate=0.5, regret=0.0, plays=0, last_played_step=0))
+    memory.add(MemoryRecord(spec(1), win_rate=0.95, regret=0.0, plays=0, last_played_step=0))
+    shown = memory.exemplars(spec(0).skill, "games", np.random.default_rng(0))
+    assert shown.positives == [] and shown.negatives == []
+    memory.update_stats("env0", 0.5, 0.3, 4, 1)
+    memory.update_stats("env1", 0.95, 0.0, 4, 1)
+    shown = memory.exemplars(spec(0).skill, "games", np.random.default_rng(0))
+    assert [e.record.env_id for e in shown.positives] == ["env0"] and len(shown.negatives) == 1

@@ -242,7 +242,8 @@ def test_window_rejects_unknown_failure_codes():
 
 def test_designer_advantages_centre_per_skill_without_std():
     adv = designer_advantages([1.0, 0.0, 0.5, 0.5, 0.9], ["a", "a", "b", "b", "c"], scale=32.0)
-    assert adv == pytest.approx([16.0, -16.0, 0.0, 0.0, 0.0])
+    # "c" has one design: centred on the batch's designer mean (0.58), not on itself (which would give 0)
+    assert adv == pytest.approx([16.0, -16.0, 0.0, 0.0, (0.9 - 0.58) * 32.0])
     with pytest.raises(ValueError, match="got 2 rewards for 1 skills"):
         designer_advantages([1.0, 0.0], ["a"], 1.0)
     with pytest.raises(ValueError, match="scale must be a positive"):
@@ -335,5 +336,10 @@ def test_paired_check_rejects_any_unpaired_seed(seeds, other, position):
 def test_advantages_sum_to_zero_per_skill(pairs, scale):
     rewards, skills = [r for r, _ in pairs], [s for _, s in pairs]
     adv = designer_advantages(rewards, skills, scale)
+    mean = sum(rewards) / len(rewards)
     for skill in set(skills):
-        assert sum(a for a, s in zip(adv, skills) if s == skill) == pytest.approx(0.0, abs=1e-9)
+        group = [(a, r) for a, r, s in zip(adv, rewards, skills) if s == skill]
+        if len(group) > 1:
+            assert sum(a for a, _ in group) == pytest.approx(0.0, abs=1e-9)
+        else:  # a lone design is compared with the batch's designer mean
+            assert group[0][0] == pytest.approx((group[0][1] - mean) * scale, abs=1e-9)

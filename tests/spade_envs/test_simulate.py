@@ -158,7 +158,7 @@ def test_fixed_pool_saturates_while_blend_keeps_the_win_rate_in_the_band():
 
 
 def test_regret_without_the_feasibility_gate_drifts_to_unsolvable_envs_when_hints_are_weak():
-    base = SimulationConfig(memory=False, hint_strength=0.1)
+    base = SimulationConfig(memory=False, hint_strength=0.1, placebo=False)  # the gate alone, on the paper's two arms
     no_gate = runs_of(base.with_updates(reward={"variant": "regret", "require_feasible": False}))
     gated = runs_of(base.with_updates(reward={"variant": "regret", "require_feasible": True}))
     assert final(no_gate, "frac_unsolvable") > 0.3

@@ -91,6 +91,7 @@ def test_a_valid_environment_passes(pool):
         "do_nothing",
         "random",
         "cross_worker",
+        "first_episode",
     ]
 
 

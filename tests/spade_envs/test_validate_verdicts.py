@@ -67,7 +67,7 @@ def pool():
 def test_a_valid_env_is_replayed_in_a_second_worker_on_drawn_seeds(pool):
     report = validate_source(guess(), pool, key="step 3 slot 1")
     assert report.ok, report
-    assert report.checks[-1] == "cross_worker"
+    assert report.checks[-2:] == ["cross_worker", "first_episode"]
     assert len(report.seeds) == 3 and len(report.probe_seeds) == 2 and not set(report.seeds) & {0, 1, 2}
     again = validate_source(guess(), pool, key="step 3 slot 1")
     other = validate_source(guess(), pool, ValidationConfig(seed=7), key="step 3 slot 1")
@@ -196,3 +196,26 @@ def test_malformed_tool_schemas_are_a_typed_failure(pool, bad):
     assert validate_source(TOOLS.format(override=""), pool, setting="tool_use").ok
     report = validate_source(TOOLS.format(override=BAD_TOOLS.format(bad=bad)), pool, setting="tool_use")
     assert report.code == "bad_tools", report
+
+
+# Issue 26, finding 4: envs honest under validation (many episodes per worker, solution() first) that play differently
+# as training plays them (the first episode of a fresh worker: load, reset, steps).
+COUNTER = guess(
+    step_prefix="\n        GuessEnv.episodes = getattr(GuessEnv, 'episodes', 0) + 1\n"
+    "        if GuessEnv.episodes == 1:\n"
+    "            return 'Free win.', 1.0, True, False, {}"
+)  # a class-level counter
+CALL_ORDER = guess(
+    step_prefix="\n        if not getattr(self, 'asked', False) and action.startswith('guess'):\n"
+    "            return 'Free win.', 1.0, True, False, {}"
+).replace(
+    "    def solution(self):\n", "    def solution(self):\n        self.asked = True\n"
+)  # any guess wins in training
+
+
+@pytest.mark.parametrize("source", [COUNTER, CALL_ORDER], ids=["class_counter", "call_order"])
+def test_an_env_that_plays_differently_as_a_first_episode_is_rejected(pool, source):
+    report = validate_source(source, pool, setting="games")
+    assert report.code == "first_episode_differs", report
+    assert "played first in a fresh worker" in report.reason
+    assert validate_source(source, pool, ValidationConfig(first_episode_seeds=0), setting="games").ok  # as on main
