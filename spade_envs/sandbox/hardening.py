@@ -60,6 +60,12 @@ SELF_ONLY_SYSCALLS = (
 )  # fmt: skip
 _PR_SET_PDEATHSIG = 1
 _PRIO_PROCESS, _IOPRIO_WHO_PROCESS = 0, 1
+#: ``fcntl`` commands that name a process to receive ``SIGIO`` (or any signal chosen with ``F_SETSIG``, SIGKILL
+#: included) when the fd becomes ready: a signal to another process that never passes through ``kill``.
+_F_SETOWN, _F_SETOWN_EX = 8, 15
+#: The kernel reads ``int`` arguments (``prctl``'s option, ``fcntl``'s command) from the low 32 bits only, while
+#: seccomp sees all 64: an equality rule must compare under this mask, or high bits slip past it.
+_LOW_32 = 0xFFFFFFFF
 
 
 def apply_rlimits(memory_mb: int, cpu_s: int, file_size_mb: int, open_files: int, processes: int | None) -> None:
@@ -171,12 +177,14 @@ def load_seccomp() -> None:
     """Load a deny-list seccomp filter (default allow) into this process.
 
     EPERM for :data:`DENIED_SYSCALLS`, for ``clone`` without ``CLONE_THREAD`` (threads still work), for signals
-    to any process but this one, for :data:`SELF_ONLY_SYSCALLS` aimed at another pid, and for
-    ``prctl(PR_SET_PDEATHSIG)`` (the worker armed it); ENOSYS for ``clone3`` so glibc falls back to ``clone``.
-    Sets ``no_new_privs``.
+    to any process but this one (``kill``-like calls, and ``fcntl(F_SETOWN/F_SETOWN_EX)``, which would aim
+    ``SIGIO`` at it), for :data:`SELF_ONLY_SYSCALLS` aimed at another pid, and for ``prctl(PR_SET_PDEATHSIG)`` (the
+    worker armed it); ENOSYS for ``clone3`` so glibc falls back to ``clone``. A syscall of another ABI (x32, i386
+    through ``int 0x80``) kills the whole process, not only the calling thread. Sets ``no_new_privs``.
     """
     sc = _seccomp_module()
     filt = sc.SyscallFilter(defaction=sc.ALLOW)
+    filt.set_attr(sc.Attr.ACT_BADARCH, sc.KILL_PROCESS)  # a killed thread alone leaves a mute worker behind
     deny = sc.ERRNO(errno.EPERM)
     for name in DENIED_SYSCALLS:
         try:
@@ -193,7 +201,10 @@ def load_seccomp() -> None:
         filt.add_rule(deny, name, sc.Arg(index, sc.NE, 0))
     filt.add_rule(deny, "setpriority", sc.Arg(0, sc.NE, _PRIO_PROCESS))  # not a process group or a whole uid
     filt.add_rule(deny, "ioprio_set", sc.Arg(0, sc.NE, _IOPRIO_WHO_PROCESS))
-    filt.add_rule(deny, "prctl", sc.Arg(0, sc.EQ, _PR_SET_PDEATHSIG))  # armed already: env code may not clear it
+    # armed already: env code may not clear it (masked: ``(1 << 32) | PR_SET_PDEATHSIG`` is the same option)
+    filt.add_rule(deny, "prctl", sc.Arg(0, sc.MASKED_EQ, _LOW_32, _PR_SET_PDEATHSIG))
+    for command in (_F_SETOWN, _F_SETOWN_EX):
+        filt.add_rule(deny, "fcntl", sc.Arg(1, sc.MASKED_EQ, _LOW_32, command))
     filt.load()
 
 

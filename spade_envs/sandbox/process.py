@@ -150,7 +150,11 @@ class Worker:
         self._write_poller = select.poll()
         self._write_poller.register(self._req_w, select.POLLOUT)
         self.started = time.monotonic()
-        info = self._read_reply(0, self.started + config.start_timeout_s, "start", "start_timeout")
+        try:
+            info = self._read_reply(0, self.started + config.start_timeout_s, "start", "start_timeout")
+        except EnvRaised as exc:  # no env code has run yet: the machine's condition (a limit above the host's own,
+            # threads exhausted by a process of the same uid), never an environment's fault to charge
+            self._fail(SandboxUnavailable(f"the worker could not start: {exc}"[:2000], code="spawn_failed"))
         if not (isinstance(info, dict) and isinstance(info.get("pid"), int) and info.get("level") == level):
             self._fail(ProtocolViolation("the worker's start-up message is malformed", code="invalid_result"))
         self.info = info

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from spade_envs.sandbox import RemoteEnv, SandboxConfig, WorkerPool
+from spade_envs.sandbox.errors import EnvCrashed
 
 LEVELS = ("bwrap", "landlock")
 CONFIG = {"pool_size": 0, "max_workers": 4, "preload_numpy": False, "start_timeout_s": 10, "scratch_files": 64}
@@ -171,7 +172,7 @@ def test_a_leased_uid_is_never_one_a_live_process_or_lease_holds(monkeypatch: py
 
 
 REACH = """
-import ctypes, json, os, resource, sys
+import ctypes, fcntl, json, os, resource, sys
 libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -202,21 +203,32 @@ def call(name, *args):
     return ret
 
 
+def raw(number, *args):  # a syscall with full 64-bit arguments (ctypes masks a plain int to a C int)
+    return call("syscall", ctypes.c_long(number), *(ctypes.c_long(a) for a in args))
+
+
 class AttackEnv:
     max_turns = 1
 
     def reset(self, seed=None):
         me = os.getpid()
+        high = 1 << 32  # the kernel reads int arguments from the low 32 bits; seccomp compares all 64
+        owner = (ctypes.c_int * 2)(1, os.getppid())  # struct f_owner_ex {F_OWNER_PID, the parent}
         out = {
             # by pid: the worker's own pid stands in for the trainer's (a shared uid makes them equally reachable)
             "prlimit_by_pid": attempt(lambda: resource.prlimit(me, resource.RLIMIT_NOFILE)),
-            "prlimit_high_bits": attempt(lambda: call("syscall", 302, (1 << 32) | me, 7, None, None)),
+            "prlimit_high_bits": attempt(lambda: raw(302, high | me, 7, 0, 0)),
+            # SIGIO (or SIGKILL, with F_SETSIG) to a process named by F_SETOWN: a signal that never passes kill()
+            "fsetown": attempt(lambda: fcntl.fcntl(os.pipe()[0], fcntl.F_SETOWN, os.getppid())),
+            "fsetown_high_bits": attempt(lambda: raw(72, os.pipe()[0], high | fcntl.F_SETOWN, os.getppid())),
+            "fsetown_ex": attempt(lambda: raw(72, os.pipe()[0], 15, ctypes.addressof(owner))),
             "setpriority_user": attempt(lambda: os.setpriority(os.PRIO_USER, 0, 19)),
             "setpriority_pid": attempt(lambda: os.setpriority(os.PRIO_PROCESS, me, 19)),
             "sched_setaffinity_pid": attempt(lambda: os.sched_setaffinity(me, os.sched_getaffinity(0))),
             "ioprio_set_user": attempt(lambda: call("syscall", 251, 3, 0, 0)),
             "kcmp": attempt(lambda: call("syscall", 312, me, me, 0, 0, 0)),
             "clear_pdeathsig": attempt(lambda: call("prctl", 1, 0, 0, 0, 0)),
+            "clear_pdeathsig_high_bits": attempt(lambda: raw(157, high | 1, 0, 0, 0, 0)),
             # evaluation data (finding 11): what a designed env could serve the agent as held-out items
             "eval_data": attempt(lambda: read_any(os.path.join(sys.modules["spade_envs"].__path__[0], "evaluation"))),
             "bfcl_answers": attempt(lambda: read_package("bfcl_eval")),
@@ -286,3 +298,35 @@ def test_a_planted_lock_directory_is_refused(monkeypatch: pytest.MonkeyPatch, tm
     with pytest.raises(OSError, match="refusing to use it"):
         uids.lease_uid()
     assert not list(target.iterdir()) and not list(open_dir.iterdir())
+
+
+OTHER_ABI = """
+import ctypes
+
+
+class OtherAbiEnv:
+    max_turns = 1
+
+    def reset(self, seed=None):  # socket() through the x32 ABI: the filter's arch check catches it, not a rule
+        args = (0x40000000 + 41, 1, 1, 0)
+        ctypes.CDLL(None).syscall(*(ctypes.c_long(a) for a in args))
+        return "not refused", {}
+
+    def step(self, action):
+        return "", 0.0, True, False, {}
+
+    def solution(self):
+        return []
+"""
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the x32 ABI exists on x86_64 only")
+def test_a_syscall_of_another_abi_kills_the_whole_worker(pool: WorkerPool) -> None:
+    """libseccomp's default for another ABI kills the calling thread only: the parent watchdog thread kept the
+    worker alive and mute, so the host saw a call timeout (10 s) instead of a crash."""
+    env = RemoteEnv(OTHER_ABI, pool)
+    try:
+        with pytest.raises(EnvCrashed):
+            env.reset(0)
+    finally:
+        env.close()

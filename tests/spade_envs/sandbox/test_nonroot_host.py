@@ -160,16 +160,20 @@ env.reset(0)  # never returns
 """
 
 CLEARS_DEATH_SIGNAL = """
-import ctypes, time
+import ctypes, signal
 
 
 class UndyingEnv:
     max_turns = 1
 
     def reset(self, seed=None):
-        ctypes.CDLL(None).prctl(1, 0, 0, 0, 0)  # PR_SET_PDEATHSIG 0
-        while True:
-            time.sleep(3600)
+        libc = ctypes.CDLL(None)
+        libc.prctl(1, 0, 0, 0, 0)  # PR_SET_PDEATHSIG 0
+        # the same with bits above the int: the kernel reads option 1, an unmasked 64-bit filter compare does not
+        libc.syscall(*(ctypes.c_long(a) for a in (157, (1 << 32) | 1, 0, 0, 0, 0)))
+        signal.signal(signal.SIGALRM, signal.SIG_IGN)
+        while True:  # a call through PyDLL keeps the GIL: the parent watchdog thread never runs again
+            ctypes.PyDLL(None).pause()
 
     def step(self, action):
         return "", 0.0, True, False, {}
@@ -197,3 +201,55 @@ def test_no_worker_outlives_a_killed_non_root_host(host_uid: int, procs: Any) ->
     if left:
         os.kill(pid, signal.SIGKILL)  # do not leave it to the rest of the suite
     assert not left, "the worker outlived its killed host"
+
+
+SIGNALS_ITS_HOST = """
+import fcntl, os, signal
+
+
+class SigioEnv:
+    max_turns = 1
+
+    def reset(self, seed=None):
+        read_end, write_end = os.pipe()
+        try:  # F_SETOWN names the host as the receiver of the pipe's SIGIO; F_SETSIG makes that signal SIGKILL
+            fcntl.fcntl(read_end, fcntl.F_SETOWN, os.getppid())
+            fcntl.fcntl(read_end, 10, signal.SIGKILL)
+            fcntl.fcntl(read_end, fcntl.F_SETFL, os.O_ASYNC)
+            os.write(write_end, b"x")
+        except OSError as exc:
+            return f"refused: {exc.errno}", {}
+        return "armed", {}
+
+    def step(self, action):
+        return "", 0.0, True, False, {}
+
+    def solution(self):
+        return []
+"""
+
+SIGNALLED_HOST = r"""
+import json, sys, time
+from spade_envs.sandbox import RemoteEnv, SandboxConfig, WorkerPool
+
+source, out = sys.stdin.read(), {}
+for level in sys.argv[1:]:
+    with WorkerPool(SandboxConfig(isolation=level, pool_size=0, preload_numpy=False)) as pool:
+        env = RemoteEnv(source, pool)
+        out[level] = env.reset(0)[0]
+        time.sleep(0.2)  # a SIGIO would have arrived by now
+        env.close()
+print(json.dumps(out), flush=True)
+"""
+
+
+def test_env_code_cannot_signal_a_non_root_trainer_through_sigio(host_uid: int) -> None:
+    """``fcntl(F_SETOWN)`` sends no signal through ``kill``: with the trainer's uid, env code made the kernel
+    SIGKILL the trainer. The host is the worker's parent at both levels here (bwrap would hide it); ``landlock``
+    covers it by Landlock's signal scoping only from kernel 6.12 (ABI 6), ``rlimits`` not at all."""
+    host = _as_unprivileged(
+        host_uid, "-c", SIGNALLED_HOST, "rlimits", "landlock", stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    stdout, _ = host.communicate(SIGNALS_ITS_HOST, timeout=60)
+    assert host.returncode == 0, f"env code killed its host (exit {host.returncode})"
+    assert all(reply.startswith("refused") for reply in json.loads(stdout).values()), stdout

@@ -133,3 +133,22 @@ def test_the_hash_seed_keeps_the_isolation_of_python_minus_i(pool, tmp_path, mon
     assert probe["modules"] == []  # neither .pth hooks (editable installs) nor the PYTHONPATH module ran
     assert probe["import"] == "blocked"
     assert probe["secret"].startswith("blocked")
+
+
+def test_a_worker_that_cannot_harden_itself_is_a_machine_fault() -> None:
+    """A start-up failure happens before any env code (here: a file limit above the host's own hard limit, which
+    the worker may not raise; on a non-root host also threads exhausted under the trainer's RLIMIT_NPROC by another
+    env): it was an ``EnvRaised``, scored ``construct_failed`` against whichever design asked for the worker."""
+    import resource
+
+    from spade_envs.failures import fault_code
+    from spade_envs.sandbox.errors import SandboxUnavailable
+    from spade_envs.sandbox.process import Worker
+
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard == resource.RLIM_INFINITY or hard >= 1 << 30:
+        pytest.skip("no finite hard file limit to exceed")
+    config = SandboxConfig(pool_size=0, preload_numpy=False, open_files=hard + 1)
+    with pytest.raises(SandboxUnavailable, match="could not start") as caught:
+        Worker(config, "landlock")
+    assert fault_code(caught.value, "load") == "machine_fault"
