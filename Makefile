@@ -9,6 +9,9 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 # Extra pip arguments for the CPU torch install, e.g. an index that serves CPU-only wheels on your machine.
 TORCH_PIP_ARGS ?=
+# Two pytest-xdist workers: the trainer runs (one group, tests/conftest.py) go one after another on one worker while
+# the other takes the rest; measured time in the README. PYTEST_WORKERS=0 runs it serially.
+PYTEST_WORKERS ?= 2
 PYTEST_ARGS ?=
 # pip on some machines warns about absent local wheel folders; keep the log readable.
 QUIET_PIP := { grep -v "is ignored: it is neither a file nor a directory" || true; }
@@ -37,7 +40,7 @@ lint: install
 	$(VENV)/bin/ruff format --check .
 
 test: lint
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(VENV)/bin/pytest $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadgroup) $(PYTEST_ARGS)
 
 # The main job on the embedded default: a tiny SPADE self-play run on CPU (real verl 0.9.1 V1 trainer, tiny random
 # Qwen3, built-in envs seeded into memory) told in under 60 lines by recipe/spade/demo.py: a header, one line per

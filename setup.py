@@ -55,6 +55,8 @@ setup(
         "test": [
             "pytest",
             "pytest-asyncio",
+            # `make test` runs two workers: verl's trainer runs on one (one xdist group), the rest of the suite on both.
+            "pytest-xdist",
             "hypothesis",
             "ruff",
             "reasoning-gym==0.1.25",
