@@ -53,16 +53,17 @@ spade_rows_per_step() {
 # Agent-loop workers for a step of ROWS rows, so that no worker can hold more sandboxed episodes at once than its
 # sandbox allows (SLOTS = spade.sandbox.max_workers, one sandbox pool per agent-loop worker process).
 # verl 0.9.1's AgentLoopManagerTQ.generate_sequences hands each worker a contiguous chunk of ceil(rows / workers)
-# rows and every row runs N samples at once; a designer sample plays 2 x PLAYS_PER_ARM measurement episodes at once,
-# an agent sample one. Sized for the worst chunk (as many of the DESIGNER_ROWS designer rows as it can hold), so the
+# rows and every row runs N samples at once; a designer sample plays 3 x PLAYS_PER_ARM measurement episodes at once
+# (no hint, hint, placebo: spade.hint.placebo, on by default; sized for it even when a run turns it off), an agent
+# sample one. Sized for the worst chunk (as many of the DESIGNER_ROWS designer rows as it can hold), so the
 # row order does not matter; never below verl's default of 8 workers (throughput: each worker is one Python process).
 # Usage: spade_agent_workers ROWS DESIGNER_ROWS N PLAYS_PER_ARM SLOTS [REQUESTED]; prints the worker count.
 # With REQUESTED (AGENT_WORKERS set by hand) it checks that number instead and fails when it is too small.
 spade_agent_workers() {
     local rows=$1 designers=$2 n=$3 plays=$4 slots=$5 requested=${6:-}
-    local per_designer=$((n * 2 * plays)) rows_per_worker
+    local per_designer=$((n * 3 * plays)) rows_per_worker
     if [ "$designers" -gt 0 ] && [ "$per_designer" -gt "$slots" ]; then
-        echo "error: one designer row runs N x 2 x PLAYS_PER_ARM = $per_designer sandboxed episodes at once, more" \
+        echo "error: one designer row runs N x 3 x PLAYS_PER_ARM = $per_designer sandboxed episodes at once, more" \
             "than the $slots slots of an agent-loop worker's sandbox; raise SANDBOX_SLOTS or lower N / PLAYS_PER_ARM" >&2
         return 1
     fi

@@ -65,12 +65,12 @@ GPU_LAUNCHERS = [s for s in SCRIPTS if is_gpu_launcher(s)]
 
 
 def designer_episodes_per_sample(cfg) -> int:
-    """Sandboxed episodes one designer sample holds at once: its measurement plays, both arms on all seeds at once.
+    """Sandboxed episodes one designer sample holds at once: its measurement plays, every arm on all seeds at once.
 
-    (``SpadeDesignerLoop._measure`` gathers ``2 x plays_per_arm`` plays; validation and hint vetting before it use
-    one sandbox at a time.)
+    (``SpadeDesignerLoop._measure`` gathers ``3 x plays_per_arm`` plays with the placebo arm, ``2 x`` without;
+    validation and hint vetting before it use one sandbox at a time.)
     """
-    return 2 * cfg.spade.plays_per_arm
+    return (3 if cfg.spade.hint.placebo else 2) * cfg.spade.plays_per_arm
 
 
 def worst_worker_load(cfg) -> tuple[int, int]:
@@ -354,7 +354,7 @@ def test_sizing_helper_gives_the_fewest_workers_whose_worst_chunk_fits():
     # ceil(rows / W) rows, holding as many of the designer rows as it can, fits in the sandbox slots.
     def load(chunk: int, designers: int, n: int, plays: int) -> int:
         d = min(chunk, designers)
-        return d * n * 2 * plays + (chunk - d) * n
+        return d * n * 3 * plays + (chunk - d) * n  # no hint, hint, placebo
 
     for rows, designers, n, plays, slots in [(24, 3, 8, 8, 256), (24, 3, 8, 8, 512), (24, 0, 8, 8, 256),
                                             (16, 1, 16, 2, 256), (3, 1, 2, 2, 256), (100, 50, 4, 4, 100),
