@@ -31,7 +31,8 @@ ROWS=2
 ENVS=2
 N=2
 PLAYS_PER_ARM=2
-MAX_PROMPT=${MAX_PROMPT:-2048}
+MAX_PROMPT=${MAX_PROMPT:-3584} # + MAX_RESPONSE = 4096 positions; a games designer prompt is ~2.7k tokens before its
+# document and exemplars, which are shortened to fit (recipe/spade/prompt_fit.py), never left-truncated
 MAX_RESPONSE=${MAX_RESPONSE:-512}
 SANDBOX_SLOTS=${SANDBOX_SLOTS:-256}
 LR=${LR:-1e-6}

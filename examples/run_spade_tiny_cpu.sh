@@ -33,9 +33,11 @@ OVERRIDES=(
     spade.plays_per_arm=2 spade.turn_tokens=16 spade.designer.max_tokens=64
     spade.designer.show_example=false spade.hint.max_tokens=16 spade.sandbox.pool_size=1
     data.train_files=schedule data.val_files=schedule
-    data.train_batch_size=$((AGENT_ROWS + ENVS_PER_REGEN / N)) data.max_prompt_length=2048 data.max_response_length=64
+    # a tool-use designer prompt is ~3.4k tokens before its document and memory exemplars: 4032 + 64 fill the tiny
+    # model's 4096 positions; the document, then the exemplars are shortened to fit (recipe/spade/prompt_fit.py)
+    data.train_batch_size=$((AGENT_ROWS + ENVS_PER_REGEN / N)) data.max_prompt_length=4032 data.max_response_length=64
     data.filter_overlong_prompts=false ++data.apply_chat_template_kwargs.enable_thinking="$ENABLE_THINKING"
-    actor_rollout_ref.rollout.n="$N" actor_rollout_ref.rollout.prompt_length=2048
+    actor_rollout_ref.rollout.n="$N" actor_rollout_ref.rollout.prompt_length=4032
     actor_rollout_ref.rollout.response_length=64
     actor_rollout_ref.actor.ppo_mini_batch_size=2
     trainer.total_training_steps="$STEPS" trainer.default_local_dir="$RUN_DIR/ckpt"

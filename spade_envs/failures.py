@@ -46,6 +46,8 @@ FAILURE_CODES: dict[str, str] = {
     "protocol_violation": "the worker broke the protocol (forged or garbled replies)",
     "audit_rejected": "the optional LLM audit judged the environment impossible",
     "unpaired": "the hinted and unhinted arms saw different first observations on the same seed",
+    "prompt_too_long": "the designer prompt does not fit rollout.prompt_length even without its document and "
+    "exemplars (never sent, never trained)",
 }
 
 #: Hint failures: the env is fine, but its privileged hint is unusable.

@@ -24,17 +24,20 @@ import functools
 import logging
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import ray
 from omegaconf import OmegaConf
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput
 from verl.experimental.agent_loop.tool_parser import ToolParser
+from verl.workers.rollout.replica import TokenOutput
 
 from recipe.spade.env_pool import ACTOR_NAME, SpadeEnvPool
 from recipe.spade.play import Episode, play_episode, weight_versions
+from recipe.spade.prompt_fit import fit_prompt
 from recipe.spade.reward_manager import designer_reward_config
-from recipe.spade.turns import play_turns
+from recipe.spade.turns import play_turns, render_history
 from spade_envs.designer import admit
 from spade_envs.failures import FAILURE_CODES, fault_code
 from spade_envs.measure import measurement_seeds, unpaired_seeds, vet_hint_on_seeds
@@ -180,13 +183,23 @@ class SpadeDesignerLoop(_SpadeLoop):
         began = time.perf_counter()
         task = await self.pool.designer_task.remote(step, design)
         designer = self.spade["designer"]
-        prompt_ids = list(await self.ct_build_initial_tokens(task["messages"]))
-        params = {**sampling_params, "max_tokens": min(designer["max_tokens"], self.response_length)}
-        out = await self.server_manager.generate(request_id=uuid.uuid4().hex, prompt_ids=prompt_ids,
-                                                 sampling_params=params)  # fmt: skip
-        text = self.tokenizer.decode(out.token_ids, skip_special_tokens=True)
-        key = f"step {step} design {design}"  # draws this design's validation seeds
-        outcome = await self._measure(task, text, step, design, sampling_params, key)
+        # fitted to rollout.prompt_length by shortening the document (verl would left-truncate the head)
+        fitted = await self._fit(task["messages"], task.get("document"), task.get("cuts", ()))
+        if fitted.status == "refused":  # not sent, not trained: raise rollout.prompt_length (MAX_PROMPT)
+            logger.warning("spade: designer prompt of %d tokens does not fit rollout.prompt_length=%d without its "
+                           "document; refused", len(fitted.ids), self.rollout_config.prompt_length)  # fmt: skip
+            prompt_ids = fitted.ids[: self.rollout_config.prompt_length]  # the masked sample's shape only
+            out = TokenOutput(token_ids=[], log_probs=None)
+            outcome = {"skill": task["skill"], "doc_id": task["doc_id"], "valid": False, "code": "prompt_too_long",
+                       "sandbox_s": 0.0, "excluded": True}  # fmt: skip
+        else:
+            prompt_ids = fitted.ids
+            params = {**sampling_params, "max_tokens": min(designer["max_tokens"], self.response_length)}
+            out = await self.server_manager.generate(request_id=uuid.uuid4().hex, prompt_ids=prompt_ids,
+                                                     sampling_params=params)  # fmt: skip
+            text = self.tokenizer.decode(out.token_ids, skip_special_tokens=True)
+            key = f"step {step} design {design}"  # draws this design's validation seeds
+            outcome = await self._measure(task, text, step, design, sampling_params, key)
         await self.pool.register_design.remote(step, outcome)
         # not trained: a machine failure (excluded), or the frozen-designer ablation (spade.designer.train=false)
         excluded = bool(outcome.get("excluded")) or not designer["train"]
@@ -194,6 +207,7 @@ class SpadeDesignerLoop(_SpadeLoop):
                  "spade_valid": outcome["valid"], "spade_failure": outcome["code"] or "",
                  "spade_measure": outcome.get("measure"), "spade_excluded": excluded,
                  "spade_sandbox_s": outcome["sandbox_s"], "spade_wall_s": time.perf_counter() - began,
+                 "spade_prompt_fit": fitted.status, "spade_hint_prompt_fit": outcome.get("hint_prompt", ""),
                  **weight_versions([out.extra_fields])}  # fmt: skip
         ids = list(out.token_ids) or [self.tokenizer.eos_token_id or 0]  # verl cannot take an empty response
         mask = [0 if excluded else 1] * len(ids) if out.token_ids else [0]
@@ -224,7 +238,8 @@ class SpadeDesignerLoop(_SpadeLoop):
             return {**base, "code": report.code or "crashed", "excluded": report.code == "machine_fault"}
         plays = self.spade["plays_per_arm"]
         seeds = measurement_seeds(self.spade["seed"], f"step {step} design {design}", plays)  # hashed, not 1 mod 7
-        hint_text = await self._generate_text(hint_messages(setting, source), self.spade["hint"])
+        hint_text, base["hint_prompt"] = await self._generate_text(hint_messages(setting, source), self.spade["hint"],
+                                                                   document=source)  # fmt: skip
         started = time.perf_counter()
         try:
             vetting = await loop.run_in_executor(None, vet_hint_on_seeds, source, hint_text, self.sandbox, setting,
@@ -278,17 +293,29 @@ class SpadeDesignerLoop(_SpadeLoop):
 
         def judge(source: str) -> bool:
             future = asyncio.run_coroutine_threadsafe(self._generate_text(audit_messages(source), settings), loop)
-            return audit_verdict(future.result(timeout=self.spade["audit"]["timeout_s"]))
+            return audit_verdict(future.result(timeout=self.spade["audit"]["timeout_s"])[0])
 
         return judge
 
-    async def _generate_text(self, messages: list[dict[str, str]], sampling: dict[str, Any]) -> str:
-        prompt_ids = await self.ct_build_initial_tokens(messages)
+    async def _fit(self, messages: list[dict[str, Any]], document: str | None, cuts: Sequence[str] = ()) -> Any:
+        """``messages`` within ``rollout.prompt_length``: ``document`` shortened, then ``cuts`` dropped (prompt_fit)."""
+        render = functools.partial(render_history, self.continuous_token_builder)
+        limit = self.rollout_config.prompt_length
+        return await fit_prompt(render, self.tokenizer, messages, document, limit, cuts)
+
+    async def _generate_text(
+        self, messages: list[dict[str, str]], sampling: dict[str, Any], document: str | None = None
+    ) -> tuple[str, str]:
+        """The policy's text for a side prompt (hint, audit) and how its prompt fitted; a refused prompt: no text."""
+        fitted = await self._fit(messages, document)
+        if fitted.status == "refused":
+            return "", fitted.status
+        prompt_ids = fitted.ids
         params = {"temperature": sampling["temperature"], "top_p": sampling["top_p"],
                   "max_tokens": min(sampling["max_tokens"], self.response_length), "logprobs": False}  # fmt: skip
         out = await self.server_manager.generate(request_id=uuid.uuid4().hex, prompt_ids=prompt_ids,
                                                  sampling_params=params)  # fmt: skip
-        return self.tokenizer.decode(out.token_ids, skip_special_tokens=True)
+        return self.tokenizer.decode(out.token_ids, skip_special_tokens=True), fitted.status
 
 
 #: Sandbox failures that are the machine's, not the design's: such designer samples leave the update.

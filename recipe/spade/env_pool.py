@@ -25,7 +25,7 @@ from spade_envs.corpus import Corpus, truncate_words
 from spade_envs.curriculum import POOL_STATE_FILES, Curriculum, CurriculumConfig, TaskSource, seed_memory
 from spade_envs.designer import exemplars_for_prompt
 from spade_envs.memory import EnvMemory, MemoryConfig
-from spade_envs.prompts import VARIANT_WEIGHTS, builtin_example, concept_ideas, designer_messages
+from spade_envs.prompts import VARIANT_WEIGHTS, builtin_example, concept_ideas, designer_messages, exemplar_cuts
 from spade_envs.rewards import SkillEMA
 from spade_envs.skills import DOMAINS, SKILLS
 from spade_envs.spec import EnvSpec
@@ -198,7 +198,8 @@ class SpadeEnvPool:
         messages = designer_messages(self.setting, text, skill, domain=domain, variant=variant, exemplars=exemplars,
                                      example_source=example, concepts=concepts)  # fmt: skip
         task = {"setting": self.setting, "skill": skill, "doc_id": doc.doc_id if doc else None, "domain": domain,
-                "variant": variant, "messages": messages, "lp_slow": self.lp_slow.get(skill)}  # fmt: skip
+                "variant": variant, "messages": messages, "lp_slow": self.lp_slow.get(skill),
+                "document": text, "cuts": exemplar_cuts(exemplars)}  # what the loop may shorten, drop  # fmt: skip
         self.tasks[(step, design)] = task
         return task
 

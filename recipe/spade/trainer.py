@@ -346,6 +346,10 @@ def role_metrics(extra: list[dict[str, Any]], scores: list[float], real: list[bo
     designers = [e for e, _ in rows if e.get("spade_role") == "designer"]
     if designers:  # validation, hint vetting and the (concurrent) measurement plays, summed
         metrics["spade/designer/sandbox_s_mean"] = float(np.mean([e.get("spade_sandbox_s", 0.0) for e in designers]))
+        # prompts fitted to rollout.prompt_length by shortening their document (prompt_fit.py); refused: not sent
+        for key, name in (("spade_prompt_fit", "prompt"), ("spade_hint_prompt_fit", "hint_prompt")):
+            for status in ("shortened", "refused"):
+                metrics[f"spade/designer/{name}_{status}"] = sum(e.get(key) == status for e in designers)
     return metrics
 
 

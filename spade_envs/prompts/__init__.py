@@ -34,6 +34,7 @@ __all__ = [
     "audit_messages",
     "audit_verdict",
     "builtin_example",
+    "exemplar_cuts",
     "concept_ideas",
     "designer_messages",
     "first_turn",
@@ -156,7 +157,7 @@ def builtin_example(setting: str) -> str:
     return builtin_source(EXAMPLE_BUILTINS[setting])
 
 
-def _exemplar_section(exemplars: Sequence[Exemplar]) -> str:
+def _exemplar_items(exemplars: Sequence[Exemplar]) -> list[str]:
     items = []
     for ex in exemplars:
         if not isinstance(ex, Exemplar):
@@ -168,7 +169,22 @@ def _exemplar_section(exemplars: Sequence[Exemplar]) -> str:
             )
         else:
             items.append(render("exemplar_negative", **stats, reason=" ".join(ex.reason.split())))
+    return items
+
+
+def _exemplar_section(exemplars: Sequence[Exemplar]) -> str:
+    items = _exemplar_items(exemplars)
     return _section(render("exemplars", items="\n\n".join(items))) if items else ""
+
+
+def exemplar_cuts(exemplars: Sequence[Exemplar]) -> list[str]:
+    """Texts to remove, in order, from a designer prompt built with ``exemplars`` to drop them one at a time.
+
+    The last exemplar goes first; the last cut removes the section with the first one. A prompt that does not fit
+    ``rollout.prompt_length`` even without its document sheds these (``recipe/spade/prompt_fit.py``).
+    """
+    items = _exemplar_items(exemplars)
+    return ["\n\n" + item for item in reversed(items[1:])] + ([_exemplar_section(exemplars[:1])] if items else [])
 
 
 def designer_messages(

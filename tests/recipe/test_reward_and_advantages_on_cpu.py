@@ -132,7 +132,8 @@ def test_role_metrics_split_rewards_by_role_and_skip_padding():
         {"spade_role": "agent", "spade_env_fault": "", "spade_sandbox_s": 1.0, "spade_wall_s": 4.0,
          "spade_truncated_by_length": True},
         {"spade_role": "agent", "spade_env_fault": "env_crashed", "spade_sandbox_s": 1.0, "spade_wall_s": 4.0},
-        designer([0.5, 0.5], [1.0, 1.0]) | {"spade_sandbox_s": 3.0},
+        designer([0.5, 0.5], [1.0, 1.0]) | {"spade_sandbox_s": 3.0, "spade_prompt_fit": "shortened",
+                                           "spade_hint_prompt_fit": "refused"},
         {"spade_role": "agent", "spade_env_fault": "", "spade_sandbox_s": 9.0, "spade_wall_s": 9.0,
          "spade_truncated_by_length": True},
     ]  # fmt: skip
@@ -144,6 +145,9 @@ def test_role_metrics_split_rewards_by_role_and_skip_padding():
     assert metrics["spade/designer/plateau_mean"] == 1.0
     assert metrics["spade/sandbox_time_share"] == 0.25
     assert metrics["spade/designer/sandbox_s_mean"] == 3.0
+    # designer and hint prompts fitted to rollout.prompt_length (prompt_fit.py), counted per step
+    assert (metrics["spade/designer/prompt_shortened"], metrics["spade/designer/prompt_refused"]) == (1, 0)
+    assert (metrics["spade/designer/hint_prompt_shortened"], metrics["spade/designer/hint_prompt_refused"]) == (0, 1)
 
 
 def test_validation_rows_of_held_out_benchmarks_are_scored_by_the_custom_reward_function():

@@ -139,6 +139,10 @@ def test_tool_use_self_play_with_a_frozen_designer_runs_through_the_trainer(tmp_
     assert metric(design, "spade/propose/validity_rate") == 0.5
     assert metric(design, "spade/propose/skill/api_orchestration") == 2  # one active skill (the launcher's setting)
     assert metric(design, "spade/designer/samples") == 4 and metric(design, "spade/agent/samples") == 4
+    # the designer prompts (~3.4k tokens before the document) fit by shortening the document, not by verl's cut
+    assert metric(design, "spade/designer/prompt_refused") == 0
+    assert metric(design, "spade/designer/prompt_shortened") > 0
+    assert "left-truncating" not in log, "verl left-truncated a prompt (its head, the system prompt, is lost)"
     for step in (1, 2):  # the tiny model's turns reached the sandboxed tool-use envs without a fault
         assert metric(lines[step], "spade/solve/env_fault_rate") == 0.0
     rows = [json.loads(line) for line in (tmp_path / "run" / "spade" / "batches.jsonl").read_text().splitlines()]
