@@ -38,6 +38,7 @@ from recipe.spade.play import Episode, play_episode, weight_versions
 from recipe.spade.prompt_fit import fit_prompt
 from recipe.spade.reward_manager import designer_reward_config
 from recipe.spade.turns import play_turns, render_history
+from spade_envs.ast_hash import without_comments
 from spade_envs.designer import admit
 from spade_envs.failures import FAILURE_CODES, fault_code
 from spade_envs.measure import measurement_seeds, unpaired_seeds, vet_hint_on_seeds
@@ -238,8 +239,9 @@ class SpadeDesignerLoop(_SpadeLoop):
             return {**base, "code": report.code or "crashed", "excluded": report.code == "machine_fault"}
         plays = self.spade["plays_per_arm"]
         seeds = measurement_seeds(self.spade["seed"], f"step {step} design {design}", plays)  # hashed, not 1 mod 7
+        code = without_comments(source)  # the code as the hint writer reads it: what the fit may shorten
         hint_text, base["hint_prompt"] = await self._generate_text(hint_messages(setting, source), self.spade["hint"],
-                                                                   document=source)  # fmt: skip
+                                                                   document=code)  # fmt: skip
         started = time.perf_counter()
         try:
             vetting = await loop.run_in_executor(None, vet_hint_on_seeds, source, hint_text, self.sandbox, setting,

@@ -234,7 +234,12 @@ def test_the_compact_filter_masks_tool_use_episodes_the_env_did_not_end(tmp_path
 def test_the_tool_use_audit_asks_the_policy_and_rejects_only_on_no(tmp_path, tokenizer, monkeypatch, verdict, code):
     source = builtin_source("TripBookingEnv")
     cfg = spade_config(
-        tmp_path, "tool_use", "spade.audit.enable=true", "spade.audit.max_tokens=64", "spade.max_turns=25"
+        tmp_path,
+        "tool_use",
+        "spade.audit.enable=true",
+        "spade.audit.max_tokens=64",
+        "spade.max_turns=25",
+        "actor_rollout_ref.rollout.prompt_length=32768",  # the audit reads the whole env: no room, no verdict
     )
     server = Server(tokenizer, design(source), ["<answer>done</answer>"], audit=verdict)
     out = run_loop(loops.SpadeDesignerLoop, cfg, tokenizer, server, LocalPool(source, "tool_use"), monkeypatch,

@@ -12,6 +12,7 @@ from transformers import AutoTokenizer
 
 from recipe.spade.cpu.tiny_model import build_tiny_qwen3
 from recipe.spade.prompt_fit import fit_prompt
+from spade_envs.ast_hash import without_comments
 from spade_envs.builtin import builtin_source
 from spade_envs.prompts import Exemplar, designer_messages, exemplar_cuts, hint_messages
 
@@ -58,7 +59,7 @@ def test_a_hint_prompt_shortens_the_source(tokenizer):
     source = "import numpy as np\n\nclass GameEnv:\n" + "    x = 1  # padding line\n" * 400
     messages = hint_messages("games", source)
     full = asyncio.run(render_with(tokenizer)(messages))
-    got = fit(tokenizer, messages, source, len(full) - 500)
+    got = fit(tokenizer, messages, without_comments(source), len(full) - 500)  # the code as the hint writer reads it
     assert got.status == "shortened" and len(got.ids) <= len(full) - 500
     assert fit(tokenizer, messages, None, len(full) - 500).status == "refused"  # nothing it may shorten
 
