@@ -9,8 +9,9 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 # Extra pip arguments for the CPU torch install, e.g. an index that serves CPU-only wheels on your machine.
 TORCH_PIP_ARGS ?=
-# Two pytest-xdist workers: the trainer runs (one group, tests/conftest.py) go one after another on one worker while
-# the other takes the rest; measured time in the README. PYTEST_WORKERS=0 runs it serially.
+# Two pytest-xdist workers (its load scheduling): on 2 cores the suite's many waits (sandbox timeouts, subprocesses,
+# Ray start-up) overlap: pytest took 16 min on a fresh clone here, where the smaller serial suite took 18-20 (README).
+# PYTEST_WORKERS=0 runs it serially.
 PYTEST_WORKERS ?= 2
 PYTEST_ARGS ?=
 # pip on some machines warns about absent local wheel folders; keep the log readable.

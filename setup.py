@@ -55,7 +55,7 @@ setup(
         "test": [
             "pytest",
             "pytest-asyncio",
-            # `make test` runs two workers: verl's trainer runs on one (one xdist group), the rest of the suite on both.
+            # `make test` runs the suite on two workers (Makefile: PYTEST_WORKERS).
             "pytest-xdist",
             "hypothesis",
             "ruff",

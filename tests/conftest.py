@@ -87,15 +87,3 @@ def _no_sandbox_workers_outlive_a_module() -> Iterator[None]:
     loops = sys.modules.get("recipe.spade.agent_loops")
     if loops is not None:
         loops.shutdown_sandboxes()
-
-
-#: Modules whose tests start verl's real trainer on CPU (a Ray cluster, a tiny model, minutes each). Under
-#: pytest-xdist (`make test` runs two workers) they form one group, so they run one after another on one worker
-#: while the other worker takes the rest of the suite: two trainer runs never share the two cores.
-TRAINER_RUN_MODULES = {"test_grpo_on_cpu.py", "test_demo_on_cpu.py", "test_spade_on_cpu.py", "test_thinking_on_cpu.py"}
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.path.name in TRAINER_RUN_MODULES:
-            item.add_marker(pytest.mark.xdist_group("trainer_runs"))
