@@ -33,9 +33,11 @@ from spade_envs.sandbox import RemoteEnv, SandboxConfig, SandboxError, WorkerPoo
 __all__ = ["CODE_SANDBOX", "PREAMBLE", "RUNNER_SOURCE", "ProgramTest", "outputs_match", "run_program"]
 
 #: Limits for judging programs: 6 s per test (LiveCodeBench's), 2 GiB, large inputs and outputs, and a whole
-#: program's tests may take up to an hour of wall time (LiveCodeBench limits only each test).
+#: program's tests may take up to an hour of wall time (LiveCodeBench limits only each test). A worker may take up to
+#: 60 s to start (it preloads numpy): on a loaded machine 20 s was seen to fail a whole sample for the machine.
 CODE_SANDBOX = SandboxConfig(
     call_timeout_s=12.0, soft_timeout_s=6.0, memory_mb=2048, episode_cpu_s=1800, episode_wall_s=3600.0,
+    start_timeout_s=60.0,
     max_request_bytes=256 << 20, max_response_bytes=256 << 20, max_observation_chars=128 << 20,
     max_episode_reply_bytes=1 << 31, pool_size=2, preload_numpy=True,
 )  # fmt: skip
