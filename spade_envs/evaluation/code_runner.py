@@ -25,12 +25,21 @@ that blocks it. Differences from LiveCodeBench are listed in ``docs/evaluation.m
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
 from spade_envs.sandbox import RemoteEnv, SandboxConfig, SandboxError, WorkerPool
 
-__all__ = ["CODE_SANDBOX", "PREAMBLE", "RUNNER_SOURCE", "ProgramTest", "outputs_match", "run_program"]
+__all__ = [
+    "CODE_SANDBOX",
+    "JUDGE_START_ATTEMPTS",
+    "PREAMBLE",
+    "RUNNER_SOURCE",
+    "ProgramTest",
+    "outputs_match",
+    "run_program",
+]
 
 #: Limits for judging programs: 6 s per test (LiveCodeBench's), 2 GiB, large inputs and outputs, and a whole
 #: program's tests may take up to an hour of wall time (LiveCodeBench limits only each test). A worker may take up to
@@ -41,6 +50,13 @@ CODE_SANDBOX = SandboxConfig(
     max_request_bytes=256 << 20, max_response_bytes=256 << 20, max_observation_chars=128 << 20,
     max_episode_reply_bytes=1 << 31, pool_size=2, preload_numpy=True,
 )  # fmt: skip
+
+#: Starting the judge runs only our own code, so a failure there (a worker slow to start on a loaded machine, a spawn
+#: that failed) is the machine's fault, not the program's: it is tried this many times before the sample fails (a
+#: failed sample is not scored; the next run of the suite retries it).
+JUDGE_START_ATTEMPTS = 3
+
+log = logging.getLogger(__name__)
 
 _STAR = ("string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math", "random", "statistics",
          "itertools", "functools", "operator", "io", "sys", "json", "builtins", "typing")  # fmt: skip
@@ -257,9 +273,8 @@ def run_program(
     """
     if not program.strip():
         return False, "no program"
-    env = RemoteEnv(RUNNER_SOURCE, pool, filename="<program-runner>")
+    env = _start_judge(pool)
     try:
-        env.reset(0)
         requests = [json.dumps({"program": program, "fn_name": fn_name})]
         requests += [json.dumps({"input": t.input, "output": t.output}) for t in tests]
         for index, request in enumerate(requests):
@@ -279,3 +294,21 @@ def run_program(
         return True, f"passed {len(tests)} tests"
     finally:
         env.close()
+
+
+def _start_judge(pool: WorkerPool) -> RemoteEnv:
+    """A judge worker ready for the program; raises the last ``SandboxError`` after :data:`JUDGE_START_ATTEMPTS`."""
+    for attempt in range(1, JUDGE_START_ATTEMPTS + 1):
+        env = None
+        try:
+            env = RemoteEnv(RUNNER_SOURCE, pool, filename="<program-runner>")
+            env.reset(0)
+            return env
+        except SandboxError as exc:
+            if env is not None:
+                env.close()
+            if attempt == JUDGE_START_ATTEMPTS:
+                raise
+            log.warning("the code judge did not start (attempt %d of %d, retrying): %s: %s", attempt,
+                        JUDGE_START_ATTEMPTS, exc.code, exc)  # fmt: skip
+    raise AssertionError("unreachable")

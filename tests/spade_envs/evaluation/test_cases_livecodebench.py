@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import pytest
 
+from spade_envs.evaluation import code_runner
 from spade_envs.evaluation.code_runner import CODE_SANDBOX, ProgramTest, outputs_match, run_program
-from spade_envs.sandbox import WorkerPool
+from spade_envs.sandbox import RemoteEnv, SandboxUnavailable, WorkerPool
 
 STDIN = ([ProgramTest("3 4\n", "7\n")], None)
 FN = ([ProgramTest("[1,2,3]\n2", "[3,4,5]")], "addAll")
@@ -197,3 +198,32 @@ OUTPUT_CASES = [  # got, expected, LiveCodeBench's verdict
 @pytest.mark.parametrize(("got", "expected", "verdict"), OUTPUT_CASES)
 def test_output_comparison_follows_livecodebench(got, expected, verdict):
     assert outputs_match(got, expected) is verdict
+
+
+class _JudgeStartFails:
+    """The real judge, except that its first ``failures`` starts fail as an overloaded machine's do."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures, self.starts = failures, 0
+
+    def __call__(self, *args, **kwargs):
+        self.starts += 1
+        if self.starts <= self.failures:
+            raise SandboxUnavailable("start did not answer in time", code="start_timeout")
+        return RemoteEnv(*args, **kwargs)
+
+
+def test_a_judge_that_fails_to_start_is_retried_not_charged_to_the_program(pool, monkeypatch):
+    starts = _JudgeStartFails(code_runner.JUDGE_START_ATTEMPTS - 1)
+    monkeypatch.setattr(code_runner, "RemoteEnv", starts)
+    passed, why = run_program("a,b=map(int,input().split())\nprint(a+b)", [ProgramTest("1 2", "3")], pool)
+    assert passed, why
+    assert starts.starts == code_runner.JUDGE_START_ATTEMPTS
+
+
+def test_a_judge_that_never_starts_fails_the_sample_with_the_machine_fault(pool, monkeypatch):
+    starts = _JudgeStartFails(code_runner.JUDGE_START_ATTEMPTS)
+    monkeypatch.setattr(code_runner, "RemoteEnv", starts)
+    with pytest.raises(SandboxUnavailable, match="start did not answer"):
+        run_program("print(3)", [ProgramTest("", "3")], pool)
+    assert starts.starts == code_runner.JUDGE_START_ATTEMPTS
