@@ -62,19 +62,29 @@ def replay_leak(env: RemoteEnv, hint: str, seed: int, actions: list[str], max_tu
     return None
 
 
-def _text_swaps(text: str, says: Callable[[Seq], bool]) -> Iterator[tuple[str, str]]:
-    """``(named part, text with it swapped)`` for each number (any size) or uncommon word of ``text`` the hint says."""
+def _text_swaps(
+    text: str, says: Callable[[Seq], bool], kind: frozenset[str] = frozenset()
+) -> Iterator[tuple[str, str]]:
+    """``(named part, text with it swapped)`` for each number (any size) or uncommon word of ``text`` the hint says.
+
+    In a value of several tokens, a word of its parameter's name (``kind``) is the value's kind, not the value:
+    ``bay`` of ``bay="Bay 14"`` (the hint "check each bay" names no bay; ``14`` is still swapped).
+    """
     for m in _NUMBER.finditer(text):
         raw = m.group()
         if says(tokens(raw)):
             yield raw, text[: m.start()] + _other_digits(raw) + text[m.end() :]
-    for word in sorted({t for t in tokens(text) if t.isalpha() and len(t) >= 2 and t not in COMMON_WORDS}):
+    seq = tokens(text)
+    skip = COMMON_WORDS | kind if len(seq) > 1 else COMMON_WORDS
+    for word in sorted({t for t in seq if t.isalpha() and len(t) >= 2 and t not in skip}):
         if says((word,)):
             pattern = re.compile(rf"(?<![A-Za-z0-9]){re.escape(word)}(?![A-Za-z0-9])", re.IGNORECASE)
             yield word, pattern.sub("q" * max(3, len(word)), text)
 
 
-def _leaf_swaps(value: Any, says: Callable[[Seq], bool]) -> Iterator[tuple[str, Any]]:
+def _leaf_swaps(
+    value: Any, says: Callable[[Seq], bool], kind: frozenset[str] = frozenset()
+) -> Iterator[tuple[str, Any]]:
     """``(named part, value with it swapped)`` for every leaf of a call's arguments the hint names."""
     if isinstance(value, bool) or value is None:
         return
@@ -84,14 +94,14 @@ def _leaf_swaps(value: Any, says: Callable[[Seq], bool]) -> Iterator[tuple[str, 
             other = _other_digits(text)
             yield text, int(other) if isinstance(value, int) else float(other)
     elif isinstance(value, str):
-        yield from _text_swaps(value, says)
+        yield from _text_swaps(value, says, kind)
     elif isinstance(value, dict):
         for key, item in value.items():
-            for part, changed in _leaf_swaps(item, says):
+            for part, changed in _leaf_swaps(item, says, frozenset(tokens(str(key)))):
                 yield part, {**value, key: changed}
     elif isinstance(value, list):
         for i, item in enumerate(value):
-            for part, changed in _leaf_swaps(item, says):
+            for part, changed in _leaf_swaps(item, says, kind):
                 yield part, [*value[:i], changed, *value[i + 1 :]]
 
 

@@ -4,7 +4,8 @@
 answer among distractors, a recipient, id or amount listed in a tool's interface), numbers in words, and honest
 hints that name only approach ("read the inbox first", "inspect clues 1, 2, 3 and 4"). Every case is vetted as the
 pipeline vets a hint (:func:`spade_envs.measure.vet_hint_on_seeds`: token rules, then replay in the sandbox). The
-``dev`` split was used while writing the tool-use replay; ``heldout`` was written afterwards and scored once.
+``dev`` split was used while writing the tool-use replay (its ``dev2`` cases were a first held-out split, scored
+once, that showed a false alarm since fixed); ``heldout`` was written after that fix and scored once.
 ``docs/designer.md`` reports the numbers (checked here). Print the table: ``.venv/bin/python
 tests/spade_envs/test_leak_replay.py``.
 """
@@ -27,12 +28,12 @@ ENVS, CASES = DATA["envs"], DATA["cases"]
 
 #: Measured values (docs/designer.md, "replay" table); a change of the check must not go below them.
 FLOORS = {
-    ("dev", "all"): (0.928, 0.933),
-    ("dev", "games"): (0.857, 0.857),
-    ("dev", "tool_use"): (1.0, 1.0),
-    ("heldout", "all"): (0.636, 0.875),
-    ("heldout", "games"): (0.666, 1.0),
-    ("heldout", "tool_use"): (0.6, 0.75),
+    ("dev", "all"): (0.874, 0.913),
+    ("dev", "games"): (0.769, 0.909),
+    ("dev", "tool_use"): (1.0, 0.916),
+    ("heldout", "all"): (0.9, 0.818),
+    ("heldout", "games"): (0.8, 0.8),
+    ("heldout", "tool_use"): (1.0, 0.833),
 }
 
 
@@ -72,8 +73,9 @@ def test_a_tool_use_hint_naming_what_the_final_call_needs_is_a_leak(case_id, poo
     assert why is not None and "no longer wins" in why, why
 
 
-@pytest.mark.parametrize("case_id", ["dev-t_payout-16", "dev-t_payout-17", "dev-t_transfer-21"])
+@pytest.mark.parametrize("case_id", ["dev-t_payout-16", "dev-t_payout-17", "dev-t_transfer-21", "dev2-t_ship-14"])
 def test_an_honest_tool_use_hint_saying_what_to_inspect_first_is_no_leak(case_id, pool):
+    # dev2-t_ship-14 says "bay", a word of the needed ``bay="Bay 14"``: the value's kind, not the value
     assert vet(case(case_id), pool) is None
 
 
