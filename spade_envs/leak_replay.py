@@ -10,8 +10,8 @@ the env wanted found, and the hint handed it over, even when the env shows it am
 does not need (``inspect 1`` when inspecting is optional, the id of a look-up whose result the replay never reads)
 are approach.
 
-Games swap a token of a command (:func:`replay_leak`); tool use swaps one argument value of one ``<tool_call>``, or
-a number, id part or name inside one, or inside the ``<answer>`` (:func:`replay_tool_leak`). Every replay is an
+Games swap a token of a command (:func:`replay_leak`); tool use swaps one number or name (a capitalised word) of one
+``<tool_call>``'s arguments, or of the ``<answer>`` (:func:`replay_tool_leak`). Every replay is an
 episode in the sandboxed ``env``: generated code never runs in this process.
 """
 
@@ -29,6 +29,7 @@ from spade_envs.sandbox.client import RemoteEnv
 __all__ = ["replay_leak", "replay_tool_leak", "swapped", "tool_variants"]
 
 _NUMBER = re.compile(r"(?<!\d)(?<!\d[.,])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?!\d)")
+_WORD = re.compile(r"[^\W\d_]+")
 _BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>|<answer>(.*?)</answer>", re.DOTALL)
 
 
@@ -65,18 +66,20 @@ def replay_leak(env: RemoteEnv, hint: str, seed: int, actions: list[str], max_tu
 def _text_swaps(
     text: str, says: Callable[[Seq], bool], kind: frozenset[str] = frozenset()
 ) -> Iterator[tuple[str, str]]:
-    """``(named part, text with it swapped)`` for each number (any size) or uncommon word of ``text`` the hint says.
+    """``(named part, text with it swapped)`` for each number (any size) or name of ``text`` the hint says.
 
-    In a value of several tokens, a word of its parameter's name (``kind``) is the value's kind, not the value:
-    ``bay`` of ``bay="Bay 14"`` (the hint "check each bay" names no bay; ``14`` is still swapped).
+    Names are capitalised words (``Northwind``, ``Oslo``, ``Priya``); a lower-case word (``state``, ``brightness``,
+    ``exchange``) is the vocabulary of the interface, which honest hints use to say what to look at, and is left to
+    the token rules. In a value of several tokens, a word of its parameter's name (``kind``) is the value's kind,
+    not the value: ``bay`` of ``bay="Bay 14"`` (the hint "check each bay" names no bay; ``14`` is still swapped).
     """
     for m in _NUMBER.finditer(text):
         raw = m.group()
         if says(tokens(raw)):
             yield raw, text[: m.start()] + _other_digits(raw) + text[m.end() :]
-    seq = tokens(text)
-    skip = COMMON_WORDS | kind if len(seq) > 1 else COMMON_WORDS
-    for word in sorted({t for t in seq if t.isalpha() and len(t) >= 2 and t not in skip}):
+    skip = COMMON_WORDS | kind if len(tokens(text)) > 1 else COMMON_WORDS
+    names = {w.lower() for w in _WORD.findall(text) if w[0].isupper() and len(w) >= 2}
+    for word in sorted(names - skip):
         if says((word,)):
             pattern = re.compile(rf"(?<![A-Za-z0-9]){re.escape(word)}(?![A-Za-z0-9])", re.IGNORECASE)
             yield word, pattern.sub("q" * max(3, len(word)), text)

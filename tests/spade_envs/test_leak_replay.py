@@ -4,8 +4,9 @@
 answer among distractors, a recipient, id or amount listed in a tool's interface), numbers in words, and honest
 hints that name only approach ("read the inbox first", "inspect clues 1, 2, 3 and 4"). Every case is vetted as the
 pipeline vets a hint (:func:`spade_envs.measure.vet_hint_on_seeds`: token rules, then replay in the sandbox). The
-``dev`` split was used while writing the tool-use replay (its ``dev2`` cases were a first held-out split, scored
-once, that showed a false alarm since fixed); ``heldout`` was written after that fix and scored once.
+``dev`` split was used while writing the tool-use replay (its ``dev2`` and ``dev3`` cases were earlier held-out
+splits, each scored once before a later change of the check; ``dev4`` holds honest hints on built-ins); ``heldout``
+was written after the last fix and scored once.
 ``docs/designer.md`` reports the numbers (checked here). Print the table: ``.venv/bin/python
 tests/spade_envs/test_leak_replay.py``.
 """
@@ -28,12 +29,12 @@ ENVS, CASES = DATA["envs"], DATA["cases"]
 
 #: Measured values (docs/designer.md, "replay" table); a change of the check must not go below them.
 FLOORS = {
-    ("dev", "all"): (0.874, 0.913),
-    ("dev", "games"): (0.769, 0.909),
-    ("dev", "tool_use"): (1.0, 0.916),
-    ("heldout", "all"): (0.9, 0.818),
-    ("heldout", "games"): (0.8, 0.8),
-    ("heldout", "tool_use"): (1.0, 0.833),
+    ("dev", "all"): (0.888, 0.888),
+    ("dev", "games"): (0.777, 0.875),
+    ("dev", "tool_use"): (1.0, 0.9),
+    ("heldout", "all"): (1.0, 0.714),
+    ("heldout", "games"): (1.0, 0.5),
+    ("heldout", "tool_use"): (1.0, 0.8),
 }
 
 
@@ -51,32 +52,39 @@ def pool():
         yield p
 
 
+_VERDICTS: dict[str, str | None] = {}
 _SCORES: dict[str, dict[str, Any]] = {}
+
+
+def verdict(case_id: str, pool: WorkerPool) -> str | None:
+    """:func:`vet` of one case, once per module run (the scores and the regression tests share it)."""
+    if case_id not in _VERDICTS:
+        (found,) = [c for c in CASES if c["id"] == case_id]
+        _VERDICTS[case_id] = vet(found, pool)
+    return _VERDICTS[case_id]
 
 
 def scores(split: str, pool: WorkerPool) -> dict[str, Any]:
     if split not in _SCORES:
-        _SCORES[split] = leak_check_scores([c for c in CASES if c["split"] == split], lambda c: vet(c, pool))
+        _SCORES[split] = leak_check_scores([c for c in CASES if c["split"] == split], lambda c: verdict(c["id"], pool))
     return _SCORES[split]
-
-
-def case(case_id: str) -> dict[str, Any]:
-    (found,) = [c for c in CASES if c["id"] == case_id]
-    return found
 
 
 @pytest.mark.parametrize("case_id", ["dev-t_payout-13", "dev-t_payout-14", "dev-t_payout-15", "dev-t_transfer-20"])
 def test_a_tool_use_hint_naming_what_the_final_call_needs_is_a_leak(case_id, pool):
     # recipient, invoice id and amount are constants listed in the tool interface (or under 10): the token rules
     # exempt them; the replay swaps each and the payment no longer goes through
-    why = vet(case(case_id), pool)
+    why = verdict(case_id, pool)
     assert why is not None and "no longer wins" in why, why
 
 
-@pytest.mark.parametrize("case_id", ["dev-t_payout-16", "dev-t_payout-17", "dev-t_transfer-21", "dev2-t_ship-14"])
+@pytest.mark.parametrize(
+    "case_id", ["dev-t_payout-16", "dev-t_payout-17", "dev-t_transfer-21", "dev2-t_ship-14", "dev4-t_smarthome-0"]
+)
 def test_an_honest_tool_use_hint_saying_what_to_inspect_first_is_no_leak(case_id, pool):
-    # dev2-t_ship-14 says "bay", a word of the needed ``bay="Bay 14"``: the value's kind, not the value
-    assert vet(case(case_id), pool) is None
+    # dev2-t_ship-14 says "bay", a word of the needed ``bay="Bay 14"``: the value's kind, not the value;
+    # dev4-t_smarthome-0 (a built-in) says "state", an enum value the solution needs: interface vocabulary, no name
+    assert verdict(case_id, pool) is None
 
 
 def test_the_set_has_both_settings_both_labels_and_a_source_per_case():
