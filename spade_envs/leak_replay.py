@@ -1,30 +1,46 @@
 """The leak check that replays: a hint leaks when it names a value the solution cannot do without.
 
 The token rules of :mod:`spade_envs.leaks` compare the hint with the solution's text and exempt values that are the
-same on every vetted seed, so a designer could make the answer a constant (a fixed password for a middle move, a
-fixed answer among 25 distractors) and have the hint name it. Here constants are not exempt; instead each value a
+same on every vetted seed (games) or shown in the tool interface or too small to tell (tool use), so a designer
+could make the answer a constant (a fixed password for a middle move, a fixed answer among 25 distractors, a
+recipient listed in a tool's ``enum``) and have the hint name it. Here nothing is exempt; instead each value a
 solution move carries that the hint names (in digits or in words) is *replayed*: the solution is played from
-``reset`` with that value swapped for another, and if it then no longer wins, the value is what the env wanted
-found, and the hint handed it over, even when the observation shows it among distractors. Values the solution does
-not need (``inspect 1`` when inspecting is optional) are approach.
-Games only; tool-use values are all checked by the token rules, constants included.
+``reset`` with that value swapped for another of the same shape, and if it then no longer wins, the value is what
+the env wanted found, and the hint handed it over, even when the env shows it among distractors. Values the solution
+does not need (``inspect 1`` when inspecting is optional, the id of a look-up whose result the replay never reads)
+are approach.
+
+Games swap a token of a command (:func:`replay_leak`); tool use swaps one number or name (a capitalised word) of one
+``<tool_call>``'s arguments, or of the ``<answer>`` (:func:`replay_tool_leak`). Every replay is an
+episode in the sandboxed ``env``: generated code never runs in this process.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from spade_envs.episode import play, solution_policy
-from spade_envs.leaks import Seq, named_values
+from spade_envs.leaks import COMMON_WORDS, Seq, hint_says, named_values, tokens
 from spade_envs.sandbox.client import RemoteEnv
 
-__all__ = ["replay_leak", "swapped"]
+__all__ = ["replay_leak", "replay_tool_leak", "swapped", "tool_variants"]
+
+_NUMBER = re.compile(r"(?<!\d)(?<!\d[.,])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?!\d)")
+_WORD = re.compile(r"[^\W\d_]+")
+_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>|<answer>(.*?)</answer>", re.DOTALL)
+
+
+def _other_digits(text: str) -> str:
+    return "".join(str((int(c) + 5) % 10) if c.isdigit() else c for c in text)
 
 
 def swapped(action: str, value: Seq) -> str | None:
     """``action`` with the first token of ``value`` replaced by another of the same shape, or ``None`` if absent."""
     token = value[0]
-    other = "".join(str((int(c) + 5) % 10) for c in token) if token.isdigit() else "q" * max(2, len(token))
+    other = _other_digits(token) if token.isdigit() else "q" * max(2, len(token))
     pattern = re.compile(rf"(?<![A-Za-z0-9]){re.escape(token)}(?![A-Za-z0-9])", re.IGNORECASE)
     changed, n = pattern.subn(other, action, count=1)
     return changed if n else None
@@ -44,4 +60,89 @@ def replay_leak(env: RemoteEnv, hint: str, seed: int, actions: list[str], max_tu
             if not play(env, solution_policy(trial, "games"), seed, max_turns, setting="games").won:
                 return (f"the hint names {' '.join(value)!r}, which move {i + 1} of the solution needs (replayed with "
                         "another value, the solution no longer wins)")  # fmt: skip
+    return None
+
+
+def _text_swaps(
+    text: str, says: Callable[[Seq], bool], kind: frozenset[str] = frozenset()
+) -> Iterator[tuple[str, str]]:
+    """``(named part, text with it swapped)`` for each number (any size) or name of ``text`` the hint says.
+
+    Names are capitalised words (``Northwind``, ``Oslo``, ``Priya``); a lower-case word (``state``, ``brightness``,
+    ``exchange``) is the vocabulary of the interface, which honest hints use to say what to look at, and is left to
+    the token rules. In a value of several tokens, a word of its parameter's name (``kind``) is the value's kind,
+    not the value: ``bay`` of ``bay="Bay 14"`` (the hint "check each bay" names no bay; ``14`` is still swapped).
+    """
+    for m in _NUMBER.finditer(text):
+        raw = m.group()
+        if says(tokens(raw)):
+            yield raw, text[: m.start()] + _other_digits(raw) + text[m.end() :]
+    skip = COMMON_WORDS | kind if len(tokens(text)) > 1 else COMMON_WORDS
+    names = {w.lower() for w in _WORD.findall(text) if w[0].isupper() and len(w) >= 2}
+    for word in sorted(names - skip):
+        if says((word,)):
+            pattern = re.compile(rf"(?<![A-Za-z0-9]){re.escape(word)}(?![A-Za-z0-9])", re.IGNORECASE)
+            yield word, pattern.sub("q" * max(3, len(word)), text)
+
+
+def _leaf_swaps(
+    value: Any, says: Callable[[Seq], bool], kind: frozenset[str] = frozenset()
+) -> Iterator[tuple[str, Any]]:
+    """``(named part, value with it swapped)`` for every leaf of a call's arguments the hint names."""
+    if isinstance(value, bool) or value is None:
+        return
+    if isinstance(value, (int, float)):
+        text = str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+        if says(tokens(text)):
+            other = _other_digits(text)
+            yield text, int(other) if isinstance(value, int) else float(other)
+    elif isinstance(value, str):
+        yield from _text_swaps(value, says, kind)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            for part, changed in _leaf_swaps(item, says, frozenset(tokens(str(key)))):
+                yield part, {**value, key: changed}
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            for part, changed in _leaf_swaps(item, says, kind):
+                yield part, [*value[:i], changed, *value[i + 1 :]]
+
+
+def tool_variants(hint: str, turn: str) -> Iterator[tuple[str, str]]:
+    """``(named part, turn with it swapped)``: each argument value or answer part of ``turn`` that ``hint`` names.
+
+    A tool call whose JSON does not parse is left alone (the env rejects it anyway).
+    """
+    says = hint_says(hint)
+    for m in _BLOCK.finditer(turn):
+        head, tail = turn[: m.start()], turn[m.end() :]
+        if m.group(2) is not None:
+            for part, changed in _text_swaps(m.group(2), says):
+                yield part, f"{head}<answer>{changed}</answer>{tail}"
+            continue
+        try:
+            call = json.loads(m.group(1))
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(call, dict):
+            continue
+        for part, arguments in _leaf_swaps(call.get("arguments"), says):
+            yield part, f"{head}<tool_call>{json.dumps({**call, 'arguments': arguments})}</tool_call>{tail}"
+
+
+def replay_tool_leak(env: RemoteEnv, hint: str, seed: int, turns: list[str], max_turns: int | None) -> str | None:
+    """Why ``hint`` leaks on ``seed`` (a tool-use solution's ``turns`` need a value it names), or ``None``.
+
+    Each candidate costs one episode in ``env``, played in training's call order (``tools()`` after ``reset``).
+    """
+    for i, turn in enumerate(turns):
+        for part, changed in tool_variants(hint, turn):
+            if changed == turn:
+                continue
+            trial = [*turns[:i], changed, *turns[i + 1 :]]
+            result = play(env, solution_policy(trial, "tool_use"), seed, max_turns, setting="tool_use",
+                          after_reset=env.tools)  # fmt: skip
+            if not result.won:
+                return (f"the hint names {part!r}, which turn {i + 1} of the solution needs (replayed with another "
+                        "value, the solution no longer wins)")  # fmt: skip
     return None

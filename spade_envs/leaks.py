@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from spade_envs.number_words import spoken_numbers
@@ -51,6 +51,7 @@ __all__ = [
     "check_setting",
     "classify_case",
     "hint_leaks",
+    "hint_says",
     "leak_check_scores",
     "named_values",
     "tokens",
@@ -135,6 +136,11 @@ class _Hint:
         if _is_number(value) and "." not in value[0] and len(value[0]) >= 3:
             return _contains(self.raw, tuple(value[0]))  # digits one by one: 4 8 2 1
         return False
+
+
+def hint_says(hint: str) -> Callable[[Seq], bool]:
+    """Whether ``hint`` names a value (a token sequence), in digits, in words or digit by digit."""
+    return _Hint(hint).says
 
 
 def _words(action: str) -> list[str]:
@@ -370,12 +376,14 @@ def classify_case(case: dict[str, Any]) -> str | None:
     return None
 
 
-def leak_check_scores(cases: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """Precision and recall of the check on labelled cases, overall and per setting, with the misclassified ids."""
+def leak_check_scores(
+    cases: Iterable[dict[str, Any]], classify: Callable[[dict[str, Any]], str | None] = classify_case
+) -> dict[str, Any]:
+    """Precision and recall of ``classify`` on labelled cases, overall and per setting, with the misclassified ids."""
     out: dict[str, Any] = {}
     tallies: dict[str, dict[str, Any]] = {}
     for case in cases:
-        flagged = classify_case(case) is not None
+        flagged = classify(case) is not None
         for key in ("all", case["setting"]):
             t = tallies.setdefault(key, {"tp": 0, "fp": 0, "fn": 0, "tn": 0, "missed": [], "false_alarms": []})
             kind = ("tp" if flagged else "fn") if case["leak"] else ("fp" if flagged else "tn")

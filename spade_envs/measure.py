@@ -23,7 +23,7 @@ from spade_envs.episode import observation_hash, play
 from spade_envs.errors import SpadeEnvError
 from spade_envs.failures import fault_code
 from spade_envs.hints import vet_hint
-from spade_envs.leak_replay import replay_leak
+from spade_envs.leak_replay import replay_leak, replay_tool_leak
 from spade_envs.llm import ChatClient, ChatError
 from spade_envs.sandbox import RemoteEnv, SandboxError, WorkerPool
 
@@ -89,8 +89,8 @@ def vet_hint_on_seeds(source: str, hint_text: str, pool: WorkerPool, setting: st
     """Clean a written hint and check it leaks nothing of the instances it will be shown on.
 
     Leakage is checked against every measured seed: games against the solution's answer tokens and the first
-    observation, then by replay (a value the hint names that the solution needs leaks, constants included:
-    :mod:`spade_envs.leak_replay`), tool use against concrete values of the initial state and the tool interface.
+    observation, tool use against concrete values of the solution and the tool interface; then, in both settings,
+    by replay (a value the hint names that the solution needs leaks, constants included: :mod:`spade_envs.leak_replay`).
     """
     vetting = HintVetting(None)
     phase = "load"
@@ -126,10 +126,11 @@ def vet_hint_on_seeds(source: str, hint_text: str, pool: WorkerPool, setting: st
         vetting.hint = result.hint if result is not None else None
         if result is None:
             vetting.failure, vetting.reason = "hint_failed", "no seed to vet the hint on"
-        elif setting == "games":  # constants are not exempt: replay what the hint names (leak_replay.py)
+        else:  # constants and shown values are not exempt: replay what the hint names (leak_replay.py)
+            replay = replay_leak if setting == "games" else replay_tool_leak
             for seed, _obs, actions in instances:
                 phase = "step"
-                why = replay_leak(env, result.hint, seed, actions, None)
+                why = replay(env, result.hint, seed, actions, None)
                 if why is not None:
                     vetting.hint, vetting.failure, vetting.reason = None, "hint_leak", f"seed {seed}: {why}"
                     break

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -259,3 +260,26 @@ def test_the_honest_hint_of_our_worked_example_is_no_leak_on_the_real_path(tmp_p
     hint = "Inspect clues 1, 2, 3 and 4 first, work out each digit, then enter the four digits as one code."
     line = generate_one(tmp_path, stub_openai, source, hint)
     assert line["valid"] and line["hint_failure"] is None and len(line["hinted"]) == 4, line["reason"]
+
+
+# ----- tool use: a constant recipient listed among the interface's enum values, named by the hint -------------------
+def test_a_tool_use_hint_naming_a_constant_recipient_is_a_leak_on_the_real_path(tmp_path, stub_openai):
+    data = json.loads((Path(__file__).parent / "data" / "leak_replay_cases.json").read_text())
+    source, hint = data["envs"]["t_payout"]["source"], "Pay Northwind Dental: the vendor never changes."
+
+    def respond(body):
+        system = body["messages"][0]["content"]
+        if system.startswith("You design"):
+            return {"content": f"```python\n{source}```"}
+        if system.startswith("You write short privileged hints"):
+            return {"content": hint}
+        return {"content": "<answer>done</answer>"}
+
+    server = stub_openai(respond)
+    out = tmp_path / "pool"
+    args = ["generate", "--base-url", server.base_url, "--model", "stub", "--setting", "tool_use", "--n", "1",
+            "--max-attempts", "1", "--plays", "2", "--out", str(out)]  # fmt: skip
+    assert main(args) == 0
+    (line,) = [json.loads(x) for x in (out / "manifest.jsonl").read_text().splitlines()]
+    assert line["valid"] and line["hint_failure"] == "hint_leak", line["reason"]
+    assert "which turn" in line["reason"] and line["designer_reward"] < 0
