@@ -60,7 +60,11 @@ def reap_orphans() -> int:
     """Reap zombie children that no ``Popen`` owns: worker processes re-parented to us after a kill."""
     reaped = 0
     for child in Path(f"/proc/{os.getpid()}/task").glob("*/children"):
-        for pid in child.read_text().split():
+        try:
+            children = child.read_text().split()
+        except OSError:  # the thread ended after the glob listed it
+            continue
+        for pid in children:
             try:
                 stat = Path(f"/proc/{pid}/stat").read_text()
             except OSError:
