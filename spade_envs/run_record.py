@@ -37,7 +37,7 @@ class RecordCaps:
     transcripts_per_arm: int = 2
     transcript_chars: int = 6_000
     episodes_per_step: int = 2
-    max_mb: float = 1024.0
+    max_mb: float = 512.0
 
     @classmethod
     def from_dict(cls, values: dict[str, Any] | None) -> RecordCaps:

@@ -212,7 +212,7 @@ class SpadeDesignerLoop(_SpadeLoop):
         await self.pool.register_design.remote(step, outcome)
         if self.record.enable:
             entry = design_entry(step, design, task, text, outcome, self.trace, self.tokenizer,
-                                 self.record.transcripts_per_arm, self.record.doc_chars)  # fmt: skip
+                                 self.record.transcripts_per_arm)  # fmt: skip
             await self.pool.record.remote([entry])
         # not trained: a machine failure (excluded), or the frozen-designer ablation (spade.designer.train=false)
         excluded = bool(outcome.get("excluded")) or not designer["train"]

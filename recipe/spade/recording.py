@@ -51,7 +51,7 @@ def _runs(ids: list[int], mask: list[int]) -> list[tuple[str, list[int]]]:
 
 
 def design_entry(step: int, design: int, task: dict[str, Any], text: str | None, outcome: dict[str, Any],
-                 trace: dict[str, Any], tokenizer: Any, per_arm: int, doc_chars: int) -> dict[str, Any]:  # fmt: skip
+                 trace: dict[str, Any], tokenizer: Any, per_arm: int) -> dict[str, Any]:  # fmt: skip
     """The record of one design, admitted or not (``trace``: what ``_measure`` kept of the hint and the plays)."""
     source, source_kind = outcome.get("source"), "admitted"
     if source is None and text is not None:
@@ -62,9 +62,8 @@ def design_entry(step: int, design: int, task: dict[str, Any], text: str | None,
     for arm, episodes in zip(ARMS, trace.get("by_arm") or ()):
         seeds = trace.get("seeds") or []
         transcripts[arm] = [transcript(tokenizer, e, s) for e, s in list(zip(episodes, seeds))[:per_arm]]
-    document = task.get("document")
     return {"kind": "design", "step": step, "design": design, "skill": task["skill"], "doc_id": task.get("doc_id"),
-            "doc_head": document[: doc_chars + 1] if document else None,
+            "doc_head": task.get("document"),  # cut to doc_chars by the writer, which says how much it cut
             "verdict": "admitted" if outcome["valid"] else "rejected", "code": outcome.get("code"),
             "reason": trace.get("reason", ""), "excluded": bool(outcome.get("excluded")), "source": source,
             "source_kind": source_kind if source is not None else None, "hint_text": trace.get("hint_text"),

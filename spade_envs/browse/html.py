@@ -30,6 +30,7 @@ pre{background:#f7f7f7;border:1px solid #e3e3e3;padding:8px;overflow:auto;white-
 .turn.agent{border-color:#1f77b4;background:#f1f6fb} .turn.env{border-color:#2ca02c;background:#f2f9f2}
 .turn.prompt{border-color:#999;background:#fafafa} .turn pre{margin:2px 0;background:transparent;border:0;padding:0}
 .kw{color:#0033b3;font-weight:600} .str{color:#067d17} .com{color:#8c8c8c;font-style:italic} .num{color:#1750eb}
+pre.python{max-height:440px} .turn pre{max-height:260px;overflow:auto}
 .muted{color:#777} .filters{margin:8px 0} .filters *{margin-right:8px}
 """
 

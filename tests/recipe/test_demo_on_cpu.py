@@ -76,7 +76,7 @@ def check_the_browser_site(run_dir: Path) -> None:
     assert "<svg" in overview and "<polyline" in overview and f"<td>{len(designs)} (" in overview
     assert 'data-filter="on"' in table  # the filter script ran under the page's Content-Security-Policy
     assert table.count('<tr class="admitted"') + table.count('<tr class="rejected"') == len(designs) == 4
-    assert 'id="source"' in good and "def step" in good and "reset" in good
+    assert 'id="source"' in good and '<span class="kw">def</span> step(' in good  # the highlighted source
     assert good.count('class="transcript"') >= 1 and 'class="turn agent"' in good and 'class="turn env"' in good
     assert "&lt;script&gt;document.documentElement.dataset.pwned" in bad  # shown as text
     assert "data-pwned" not in bad  # and never run
