@@ -14,7 +14,7 @@ from pathlib import Path
 from spade_envs.browse.load import design_id, find_run_dir, load_run
 from spade_envs.browse.pages import design_page, designs_page, episodes_page, overview_page
 
-__all__ = ["build_site", "serve"]
+__all__ = ["build_site", "serve", "site_server"]
 
 
 def build_site(run_dir: str | Path, out: str | Path | None = None) -> Path:
@@ -44,13 +44,19 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
         super().do_GET()
 
 
-def serve(run_dir: str | Path, port: int, out: str | Path | None = None) -> None:
-    """Serve the site of ``run_dir`` on ``127.0.0.1:port`` until interrupted (localhost only: env text is untrusted)."""
+def site_server(run_dir: str | Path, port: int, out: str | Path | None = None) -> http.server.ThreadingHTTPServer:
+    """An HTTP server of the site of ``run_dir`` on ``127.0.0.1:port`` (localhost only: env text is untrusted)."""
     root = find_run_dir(run_dir)
     index = build_site(root, out)
     handler = functools.partial(_Handler, run_dir=root, directory=str(index.parent))
-    with http.server.ThreadingHTTPServer(("127.0.0.1", port), handler) as server:
-        print(f"serving {index.parent} on http://127.0.0.1:{server.server_address[1]}/ (Ctrl-C stops)", flush=True)
+    return http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+
+
+def serve(run_dir: str | Path, port: int, out: str | Path | None = None) -> None:
+    """Serve the site of ``run_dir`` until interrupted; each visit of the overview rebuilds it."""
+    with site_server(run_dir, port, out) as server:
+        print(f"serving {server.RequestHandlerClass.keywords['directory']} on "
+              f"http://127.0.0.1:{server.server_address[1]}/ (Ctrl-C stops)", flush=True)  # fmt: skip
         try:
             server.serve_forever()
         except KeyboardInterrupt:

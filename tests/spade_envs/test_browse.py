@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+import urllib.request
 
 from spade_envs.browse.html import highlight_python
+from spade_envs.browse.site import site_server
 from spade_envs.cli import main
 from spade_envs.run_record import RECORD_FILE, RecordCaps, RunRecord
 
@@ -74,3 +77,21 @@ def test_a_run_without_designs_still_builds(tmp_path):
     write_run(tmp_path, designs=0)
     assert main(["browse", str(tmp_path), "--out", str(tmp_path / "site")]) == 0
     assert "0 of 0" in (tmp_path / "site" / "designs.html").read_text().replace('<span id="shown">0</span>', "0")
+
+
+def test_the_served_site_rebuilds_on_each_visit_of_the_overview(tmp_path):
+    write_run(tmp_path, designs=1)
+    server = site_server(tmp_path, 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        RunRecord(tmp_path, RecordCaps()).write(
+            {"kind": "design", "step": 4, "design": 1, "skill": "logic", "verdict": "rejected", "code": "no_code_block"}
+        )  # the run goes on
+        assert "<title>SPADE run overview</title>" in urllib.request.urlopen(url + "/").read().decode()
+        table = urllib.request.urlopen(url + "/designs.html").read().decode()
+        assert table.count('<tr class="') == 2 and 'href="designs/s4-d1.html"' in table
+    finally:
+        server.shutdown()
+        server.server_close()
