@@ -25,7 +25,8 @@ ARMS = ("no_hint", "hint", "placebo")
 def transcript(tokenizer: Any, episode: Episode, seed: int) -> dict[str, Any]:
     """One episode as turns: ``prompt`` (instructions and first observation), then ``agent`` / ``env`` in turn.
 
-    In thinking mode (one sample per turn) the last turn's prompt holds the whole history, so it is the prompt.
+    ``rewards`` holds the env's reward for each agent turn it acted on (an agent turn also carries its own). In
+    thinking mode (one sample per turn) the last turn's prompt holds the whole history, so it is the prompt.
     """
     if episode.samples:
         last = episode.samples[-1]
@@ -33,9 +34,12 @@ def transcript(tokenizer: Any, episode: Episode, seed: int) -> dict[str, Any]:
     else:
         prompt_ids, pieces = episode.prompt_ids, _runs(episode.response_ids, episode.response_mask)
     turns = [{"role": "prompt", "text": tokenizer.decode(prompt_ids, skip_special_tokens=True)}]
-    turns += [{"role": role, "text": tokenizer.decode(ids, skip_special_tokens=True)} for role, ids in pieces]
+    rewards = iter(episode.step_rewards if not episode.samples else ())
+    for role, ids in pieces:  # each agent turn the env acted on carries the env's reward for it
+        turn = {"role": role, "text": tokenizer.decode(ids, skip_special_tokens=True)}
+        turns.append({**turn, "reward": next(rewards, None)} if role == "agent" else turn)
     return {"seed": seed, "outcome": episode.outcome, "fault": episode.fault, "agent_turns": episode.turns,
-            "terminated": episode.terminated, "turns": turns}  # fmt: skip
+            "terminated": episode.terminated, "rewards": list(episode.step_rewards), "turns": turns}  # fmt: skip
 
 
 def _runs(ids: list[int], mask: list[int]) -> list[tuple[str, list[int]]]:

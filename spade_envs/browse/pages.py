@@ -138,11 +138,18 @@ def designs_page(run: Run) -> str:
     return page("Designs", body, script=_FILTER_JS)
 
 
+def _reward(turn: dict[str, Any]) -> str:
+    return f" (reward {_num(turn['reward'], 2)})" if turn.get("reward") is not None else ""
+
+
 def _transcript(t: dict[str, Any], title: str) -> str:
-    turns = "".join(f'<div class="turn {esc(turn.get("role"))}"><span class="muted">{esc(turn.get("role"))}</span>'
-                    f'<pre>{esc(turn.get("text"))}</pre></div>' for turn in t.get("turns") or [])  # fmt: skip
+    turns = "".join(f'<div class="turn {esc(turn.get("role"))}"><span class="muted">{esc(turn.get("role"))}'
+                    f'{_reward(turn)}</span><pre>{esc(turn.get("text"))}</pre></div>'
+                    for turn in t.get("turns") or [])  # fmt: skip
     fault = f", fault {esc(t['fault'])}" if t.get("fault") else ""
-    head = f"<b>{esc(title)}</b> seed {esc(t.get('seed'))}: outcome {_num(t.get('outcome'), 2)}{fault}"
+    rewards = ", ".join(_num(r, 2) for r in t.get("rewards") or [])
+    head = (f"<b>{esc(title)}</b> seed {esc(t.get('seed'))}: outcome {_num(t.get('outcome'), 2)}{fault}"
+            f"<br><span class=\"muted\">env reward per turn: {rewards or '-'}</span>")  # fmt: skip
     return f'<div class="transcript">{head}{turns}</div>'
 
 

@@ -43,3 +43,6 @@ def test_a_design_is_measured_in_three_arms_on_seeds_with_no_shared_residue(tmp_
     roles = [turn["role"] for turn in played["turns"]]
     assert roles[:3] == ["prompt", "agent", "env"] and "\\boxed{reveal}" in played["turns"][1]["text"]
     assert entry["hint"] in played["turns"][0]["text"]  # the hinted arm's prompt carries the hint
+    agent_turns = [turn for turn in played["turns"] if turn["role"] == "agent"]
+    assert len(played["rewards"]) == played["agent_turns"] == len(agent_turns)  # the env's reward for each turn
+    assert [turn["reward"] for turn in agent_turns] == played["rewards"]

@@ -17,7 +17,7 @@ MARKUP = "<script>document.documentElement.dataset.pwned = 'yes'</script>"
 
 def write_run(run_dir, designs: int = 3) -> None:
     record = RunRecord(run_dir, RecordCaps())
-    turns = [{"role": "prompt", "text": f"play {MARKUP}"}, {"role": "agent", "text": "\\boxed{1}"},
+    turns = [{"role": "prompt", "text": f"play {MARKUP}"}, {"role": "agent", "text": "\\boxed{1}", "reward": 1.0},
              {"role": "env", "text": "<b>you win</b>"}]  # fmt: skip
     for n in range(designs):
         admitted = n == 0
@@ -27,7 +27,7 @@ def write_run(run_dir, designs: int = 3) -> None:
                       "source": "class Env:\n    x = 'a'  # c\n" if admitted else f"class A(:  # {MARKUP}",
                       "source_kind": "admitted" if admitted else "extracted", "hint": MARKUP, "hint_text": MARKUP,
                       "seeds": [7, 8], "arms": {"no_hint": [0.0, 1.0], "hint": [1.0, 1.0], "placebo": [0.0, 0.0]},
-                      "transcripts": {arm: [{"seed": 7, "outcome": 1.0, "turns": turns}]
+                      "transcripts": {arm: [{"seed": 7, "outcome": 1.0, "rewards": [1.0], "turns": turns}]
                                       for arm in ("no_hint", "hint", "placebo")}})  # fmt: skip
     record.write({"kind": "scores", "step": 0, "designer": [{"design": 0, "reward": 0.25, "advantage": 1.5}],
                   "agent": [{"env_id": "e", "seed": 3, "reward": 1.0, "advantage": 0.5, "session": "0"}]})  # fmt: skip
@@ -59,6 +59,7 @@ def test_the_site_lists_every_design_escapes_env_text_and_joins_scores(tmp_path,
     admitted = site["designs/s0-d0.html"]
     assert '<span class="kw">class</span> Env:' in admitted and '<span class="com"># c</span>' in admitted
     assert "<td>1.500</td>" in admitted and admitted.count('class="transcript"') == 3
+    assert "agent (reward 1.00)" in admitted and "env reward per turn: 1.00" in admitted
     assert "<polyline" in site["index.html"] and "syntax_error" in site["index.html"]
     assert "1.00 / 0.50" in site["episodes.html"]
 
