@@ -325,6 +325,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     sim = sub.add_parser("simulate", help="simulate the self-play curriculum with stand-ins for the model (CPU)")
     _simulate_arguments(sim)
     sim.set_defaults(fn=_run_simulate)
+    from spade_envs.browse.site import add_arguments as _browse_arguments
+    from spade_envs.browse.site import run_args as _run_browse
+
+    browse = sub.add_parser("browse", help="a static web site of a run's record: designs, verdicts, transcripts")
+    _browse_arguments(browse)
+    browse.set_defaults(fn=_run_browse)
     from spade_envs.doctor import add_arguments as _doctor_arguments
     from spade_envs.doctor import run_args as _run_doctor
 

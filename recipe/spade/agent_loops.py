@@ -36,6 +36,7 @@ from verl.workers.rollout.replica import TokenOutput
 from recipe.spade.env_pool import ACTOR_NAME, SpadeEnvPool
 from recipe.spade.play import Episode, play_episode, weight_versions
 from recipe.spade.prompt_fit import fit_prompt
+from recipe.spade.recording import design_entry, episode_entry
 from recipe.spade.reward_manager import designer_reward_config
 from recipe.spade.turns import play_turns, render_history
 from spade_envs.ast_hash import without_comments
@@ -45,6 +46,7 @@ from spade_envs.measure import measurement_seeds, unpaired_seeds, vet_hint_on_se
 from spade_envs.placebo import placebo_hint
 from spade_envs.prompts import audit_messages, audit_verdict, hint_messages
 from spade_envs.rewards import WindowStats, credited_regret
+from spade_envs.run_record import RecordCaps
 from spade_envs.sandbox import SandboxConfig, WorkerPool
 from spade_envs.validate import ValidationConfig
 
@@ -94,6 +96,7 @@ class _SpadeLoop(AgentLoopBase):
         self.tool_parser = ToolParser.get_tool_parser(self.rollout_config.multi_turn.format, self.tokenizer)
         self.sandbox = _sandbox(self.spade["sandbox"])
         self.pool = _env_pool(self.spade)
+        self.record = RecordCaps.from_dict(self.spade.get("record"))
 
     async def _play(self, source: str, seed: int, sampling_params: dict[str, Any], hint: str | None) -> Episode:
         """One episode: one growing sequence, or one sample per turn in thinking mode (measurement plays too)."""
@@ -153,6 +156,9 @@ class SpadeEnvAgentLoop(_SpadeLoop):
         task = await self.pool.agent_task.remote(step, slot)
         episode = await self._play(task["source"], task["seed"], sampling_params, hint=None)
         await self.pool.record_play.remote(task["env_id"], step, episode.outcome, episode.fault, slot)
+        record = self.record
+        if record.enable and slot < record.episodes_per_step and int(kwargs.get("session_id", 0)) == 0:
+            await self.pool.record.remote([episode_entry(step, slot, task, episode, self.tokenizer)])
         # the compact filter (tool use): an episode the env did not end (turns or tokens ran out) is not trained
         filtered = bool(self.spade["agent"]["compact_filter"] and task["setting"] == "tool_use"
                         and episode.fault is None and not episode.terminated)  # fmt: skip
@@ -182,6 +188,8 @@ class SpadeDesignerLoop(_SpadeLoop):
         step, slot = int(info["step"]), int(info["slot"])
         design = slot * self.rollout_config.n + int(kwargs.get("session_id", 0))  # every design its own task
         began = time.perf_counter()
+        self.trace: dict[str, Any] = {}  # what _measure saw, for the run record (a loop serves one sample)
+        text = None
         task = await self.pool.designer_task.remote(step, design)
         designer = self.spade["designer"]
         # fitted to rollout.prompt_length by shortening the document (verl would left-truncate the head)
@@ -202,6 +210,10 @@ class SpadeDesignerLoop(_SpadeLoop):
             key = f"step {step} design {design}"  # draws this design's validation seeds
             outcome = await self._measure(task, text, step, design, sampling_params, key)
         await self.pool.register_design.remote(step, outcome)
+        if self.record.enable:
+            entry = design_entry(step, design, task, text, outcome, self.trace, self.tokenizer,
+                                 self.record.transcripts_per_arm)  # fmt: skip
+            await self.pool.record.remote([entry])
         # not trained: a machine failure (excluded), or the frozen-designer ablation (spade.designer.train=false)
         excluded = bool(outcome.get("excluded")) or not designer["train"]
         extra = {"spade_role": "designer", "spade_skill": task["skill"], "spade_step": step, "spade_design": design,
@@ -235,6 +247,7 @@ class SpadeDesignerLoop(_SpadeLoop):
         except Exception as exc:  # admit reports env faults itself; this is a host-side bug on odd output
             return {**base, **_fault(exc, "load"), "sandbox_s": time.perf_counter() - started}
         base.update(valid=source is not None, code=report.code, sandbox_s=time.perf_counter() - started)
+        self.trace["reason"] = report.reason
         if source is None:  # no worker could be had (machine_fault): the machine's condition, excluded
             return {**base, "code": report.code or "crashed", "excluded": report.code == "machine_fault"}
         plays = self.spade["plays_per_arm"]
@@ -250,12 +263,14 @@ class SpadeDesignerLoop(_SpadeLoop):
             return {**base, **_fault(exc, "reset"), "sandbox_s": base["sandbox_s"] + time.perf_counter() - started}
         base["sandbox_s"] += time.perf_counter() - started
         hint, hint_failure = vetting.hint, vetting.failure
+        self.trace.update(hint_text=hint_text, hint=hint, hint_reason=vetting.reason)
         if hint_failure in FAILURE_CODES:  # an env failure reported by vetting (not a hint failure)
             return {**base, "valid": False, "code": hint_failure}
         arms = [None, hint] if hint is not None else [None]
         if hint is not None and self.spade["hint"]["placebo"]:  # regret only beyond a content-free hint (placebo.py)
             arms.append(placebo_hint(hint, key))
         episodes = await asyncio.gather(*(self._play(source, s, sampling_params, h) for h in arms for s in seeds))
+        self.trace.update(seeds=seeds, by_arm=[episodes[i * plays : (i + 1) * plays] for i in range(len(arms))])
         faults = [e for e in episodes if e.fault]
         base["sandbox_s"] += sum(e.sandbox_s for e in episodes)
         if faults:  # the env broke while the policy played it: a designer failure, never an agent one

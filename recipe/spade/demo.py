@@ -3,7 +3,8 @@
 It runs ``examples/run_spade_tiny_cpu.sh`` (the real launcher: doctor, then verl's V1 trainer), sends the launcher's
 whole output to ``RUN_DIR/demo.log`` (``--verbose`` / ``VERBOSE=1`` also streams it live), and prints a short header
 (model, backend, designer, sandbox level, preflight), one line per step from ``spade_metrics.jsonl`` as the trainer
-writes it, and where the report and the log are. On a failure it prints the log's last error lines.
+writes it, and where the log, the report and the run browser's index page (``spade-envs browse``) are. On a
+failure it prints the log's last error lines.
 
 The designer is by default the scripted stand-in (rollout ``hf_scripted``, recipe/spade/cpu/scripted.py): a tiny
 random model never writes valid code, so with it envs are admitted, hinted, measured and played. ``--rollout hf``
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import IO
 
 from recipe.spade.report import step_line, write_report
+from spade_envs.browse import build_site
 
 __all__ = ["main"]
 
@@ -131,9 +133,11 @@ def run(args: argparse.Namespace) -> int:
         return proc.returncode
     about = [line.strip() for line in _header(args, log_path, steps)[1:4]]
     report = write_report(run_dir / "spade", curriculum=True, about=about)
+    index = build_site(run_dir / "spade")  # the run record as a web site (spade-envs browse)
     print(f"done in {elapsed:.0f} s ({seen} steps; the first one includes start-up)")
-    print(f"report: {report} (figures report.png, curriculum.png)")
     print(f"full log: {log_path}")
+    print(f"report: {report} (figures report.png, curriculum.png)")
+    print(f"browse: {index} (every design, its verdict, hint and transcripts; spade-envs browse {run_dir})")
     return 0
 
 

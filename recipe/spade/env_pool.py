@@ -27,6 +27,7 @@ from spade_envs.designer import exemplars_for_prompt
 from spade_envs.memory import EnvMemory, MemoryConfig
 from spade_envs.prompts import VARIANT_WEIGHTS, builtin_example, concept_ideas, designer_messages, exemplar_cuts
 from spade_envs.rewards import SkillEMA
+from spade_envs.run_record import RECORD_FILE, RecordCaps, RunRecord
 from spade_envs.skills import DOMAINS, SKILLS
 from spade_envs.spec import EnvSpec
 
@@ -42,7 +43,7 @@ __all__ = [
 
 ACTOR_NAME = "spade_env_pool"
 #: What a run writes into ``spade.run_dir`` that a later fresh start must not pick up.
-RUN_FILES = (*POOL_STATE_FILES, "spade_metrics.jsonl")
+RUN_FILES = (*POOL_STATE_FILES, "spade_metrics.jsonl", RECORD_FILE)
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +105,9 @@ class SpadeEnvPool:
         self.state = Curriculum(CurriculumConfig.from_spade(spade), memory, self.run_dir, tasks)
         if restore_from is not None:
             self.state.load_state(json.loads(self.state_path.read_text(encoding="utf-8")), str(self.state_path))
+        self.recorder = RunRecord(self.run_dir, RecordCaps.from_dict(spade.get("record")))
+        if restore_from is not None and self.state.current_step >= 0:  # steps after the checkpoint run again
+            self.recorder.truncate_after(self.state.current_step)
         _check_capacity(memory.config.capacity, len(self.state.live), spade["envs_per_regen"])
         self.tasks: dict[tuple[int, int], dict[str, Any]] = {}
         self.example = builtin_example(self.setting)
@@ -206,6 +210,11 @@ class SpadeEnvPool:
     def register_design(self, step: int, outcome: dict[str, Any]) -> str | None:
         """Record one designer sample; an admitted env joins memory and the next generation of live envs."""
         return self.state.register_design(step, outcome)
+
+    def record(self, entries: list[dict[str, Any]]) -> None:
+        """Append entries to the run record (``spade.record``; this actor is its one writer)."""
+        for entry in entries:
+            self.recorder.write(entry)
 
     # -- agent side -----------------------------------------------------------------------------------------------
     def agent_task(self, step: int, slot: int) -> dict[str, Any]:

@@ -34,6 +34,9 @@ def prepare(config: DictConfig) -> None:
     from recipe.spade.env_pool import check_memory_capacity
 
     check_memory_capacity(spade)  # live envs and designs about to go live are never evicted: memory must hold them
+    from spade_envs.run_record import RecordCaps
+
+    RecordCaps.from_dict(spade.get("record"))  # spade.record: known keys, bounds >= 0
     from recipe.spade.budget import budget_of, designer_rows
 
     n = int(config.actor_rollout_ref.rollout.n)

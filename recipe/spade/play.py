@@ -56,6 +56,8 @@ class Episode:
     info: dict[str, Any] = field(default_factory=dict)
     #: per-turn mode only: one sample per assistant turn (the fields above then describe the last turn)
     samples: list[TurnSample] = field(default_factory=list)
+    #: the env's reward for each agent turn it acted on (the run record's transcripts)
+    step_rewards: list[float] = field(default_factory=list)
 
 
 async def play_episode(
@@ -89,6 +91,7 @@ async def play_episode(
     mask: list[int] = []
     logps: list[float] | None = None
     turns, reward, terminated, truncated, fault = 0, 0.0, False, False, None
+    rewards: list[float] = []
     first_obs = ""
     versions: list[dict[str, Any]] = []
     request_id = uuid.uuid4().hex
@@ -117,6 +120,7 @@ async def play_episode(
             text = loop.tokenizer.decode(out.token_ids, skip_special_tokens=True)
             assistant, result = await _act(env, text, out.token_ids, tools, tool_parser, sandbox)
             obs, reward, terminated, truncated, _ = result
+            rewards.append(float(reward))
             messages.append(assistant)
             if terminated or truncated or turn == limit - 1:
                 break  # no observation after the last turn: nobody would read it
@@ -152,6 +156,7 @@ async def play_episode(
         sandbox_s=sandbox.seconds,
         wall_s=time.perf_counter() - began,
         info=info,
+        step_rewards=rewards,
     )
 
 

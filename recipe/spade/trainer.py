@@ -48,6 +48,7 @@ from verl.workers.utils.padding import response_to_nested
 
 from recipe.spade.advantages import role_advantages, step_designer_scale
 from recipe.spade.env_pool import ACTOR_NAME, POOL_STATE_FILES, start_env_pool
+from recipe.spade.recording import scores_entry
 from recipe.spade.reward_manager import designer_reward_config
 from recipe.spade.turn_batches import batch_multiple, is_episode_row, loss_weights, mini_batches
 from spade_envs.rewards import plateau
@@ -151,6 +152,11 @@ class SpadeTrainer(PPOTrainerSync):
             weights = self._turn_weights(batch, extra, real, "rollout_is_weights" in written, padded["response_mask"])
             if weights is not None:
                 fields["rollout_is_weights"] = response_to_nested(weights, data["response_mask"])
+        if (self.config.spade.get("record") or {}).get("enable", True):  # the run record's rewards and advantages
+            scores = padded["rm_scores"].sum(dim=-1).tolist()
+            entry = scores_entry(batch.keys, extra, real, scores, advantages, padded["response_mask"])
+            if entry is not None:
+                ray.get(_pool().record.remote([entry]))
         if self.config.spade.get("dump_batches"):
             _dump_batch(Path(self.config.spade.run_dir), self.global_steps, batch, extra, real, excluded, padded,
                         advantages, weights)  # fmt: skip

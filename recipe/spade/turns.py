@@ -125,6 +125,7 @@ async def play_turns(
     reward, terminated, truncated, fault, overflow, cut = 0.0, False, False, None, False, False
     first_obs = ""
     versions: list[dict[str, Any]] = []
+    rewards: list[float] = []
     request_id = uuid.uuid4().hex
     builder = thinking_builder(loop)
     try:
@@ -152,6 +153,7 @@ async def play_turns(
             assistant, result = await _act(env, answer, _answer_ids(loop.tokenizer, out.token_ids, answer), tools,
                                            tool_parser, sandbox)  # fmt: skip
             obs, reward, terminated, truncated, _ = result
+            rewards.append(float(reward))
             assistant = {**assistant, "content": reasoning + (assistant.get("content") or "")}  # the template strips it
             messages.append(_without_special_tokens(loop.tokenizer, assistant))
             if terminated or truncated:
@@ -187,4 +189,5 @@ async def play_turns(
         wall_s=wall,
         info=info,
         samples=samples,
+        step_rewards=rewards,
     )

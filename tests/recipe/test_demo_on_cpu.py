@@ -6,11 +6,17 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from recipe.spade.cpu.scripted import MARKUP
 from recipe.spade.report import step_line, write_report
+from spade_envs.browse.load import design_id, load_run
+from spade_envs.run_record import read_record
 
 ROOT = Path(__file__).resolve().parents[2]
 STEP_LINE = re.compile(r"^\d+\s{2,}")
@@ -32,13 +38,48 @@ def test_the_demo_tells_the_run_in_under_60_lines_with_one_line_per_step(tmp_pat
     made = designed[1].split("/")
     assert int(made[0]) >= 1 and int(made[1]) == 4  # the scripted designer's valid half is admitted
     assert "syntax_error" in steps[0]  # its broken half is rejected with a code
-    assert lines[-2].startswith("report: ") and lines[-1] == f"full log: {tmp_path / 'demo.log'}"
+    assert lines[-3] == f"full log: {tmp_path / 'demo.log'}" and lines[-2].startswith("report: ")
+    assert lines[-1].startswith(f"browse: {tmp_path / 'spade' / 'browse' / 'index.html'} ")
     log = (tmp_path / "demo.log").read_text()
     assert "target_num_threads" not in log  # TransferQueue's thread count fits a small machine (backend/cpu.yaml)
     report = (tmp_path / "spade" / "report.md").read_text()
     assert "scripted stand-in" in report and "| syntax_error | " in report and "the code does not parse" in report
     assert "## Live environments at the end" in report and "| builtin/" in report
     assert (tmp_path / "spade" / "curriculum.png").stat().st_size > 0 and "fixed pool" in report
+    check_the_browser_site(tmp_path / "spade")
+
+
+def dump_doms(pages: list[Path], scratch: Path) -> list[str]:
+    """Each page's DOM after its scripts ran, from Debian's headless chromium (installed by .ci/run)."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.fail("the run browser's check needs a headless browser: apt-get install chromium (as .ci/run does)")
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--dump-dom"]
+    procs = [subprocess.Popen([chromium, *flags, f"--user-data-dir={scratch / str(i)}", page.as_uri()],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+             for i, page in enumerate(pages)]  # fmt: skip
+    return [proc.communicate(timeout=180)[0] for proc in procs]
+
+
+def check_the_browser_site(run_dir: Path) -> None:
+    """The demo's run record as ``spade-envs browse`` shows it, in a real browser (issue 30)."""
+    record = read_record(run_dir)
+    designs = [e for e in record if e["kind"] == "design"]
+    admitted = next(d for d in designs if d["verdict"] == "admitted" and d["transcripts"].get("no_hint"))
+    rejected = next(d for d in designs if d["code"] == "syntax_error")
+    assert MARKUP in rejected["source"] and rejected["source_kind"] == "extracted"  # env text that is markup
+    assert all(isinstance(d.get("reward"), float) for d in load_run(run_dir).designs)  # scores joined
+    site = run_dir / "browse"
+    pages = [site / "index.html", site / "designs.html", site / f"designs/{design_id(admitted)}.html",
+             site / f"designs/{design_id(rejected)}.html"]  # fmt: skip
+    overview, table, good, bad = dump_doms(pages, run_dir / "chromium")
+    assert "<svg" in overview and "<polyline" in overview and f"<td>{len(designs)} (" in overview
+    assert 'data-filter="on"' in table  # the filter script ran under the page's Content-Security-Policy
+    assert table.count('<tr class="admitted"') + table.count('<tr class="rejected"') == len(designs) == 4
+    assert 'id="source"' in good and '<span class="kw">def</span> step(' in good  # the highlighted source
+    assert good.count('class="transcript"') >= 1 and 'class="turn agent"' in good and 'class="turn env"' in good
+    assert "&lt;script&gt;document.documentElement.dataset.pwned" in bad  # shown as text
+    assert "data-pwned" not in bad  # and never run
 
 
 def test_the_launchers_preflight_stops_the_demo_with_the_failed_check_and_its_fix(tmp_path):

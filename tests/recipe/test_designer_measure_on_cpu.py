@@ -33,3 +33,16 @@ def test_a_design_is_measured_in_three_arms_on_seeds_with_no_shared_residue(tmp_
     assert len({s % 7 for s in measure["seeds"]}) > 1 and len(set(measure["seeds"])) == 4
     assert outcome["regret"] == 0.0  # this agent never wins: the credited (gated) regret memory stores
     assert score_sample(designer_reward_config(cfg), out.extra_fields)[0] >= 0.0
+    (entry,) = pool.records  # the run record's entry (spade.record, issue 30): what the page of this design shows
+    assert entry["kind"] == "design" and entry["verdict"] == "admitted" and entry["source"] == GAME
+    assert entry["seeds"] == measure["seeds"] and entry["arms"]["placebo"] == measure["placebo"]
+    assert entry["hint_text"] and entry["hint"] and entry["hint_failure"] is None
+    assert sorted(entry["transcripts"]) == ["hint", "no_hint", "placebo"]
+    played = entry["transcripts"]["hint"][0]
+    assert len(entry["transcripts"]["hint"]) == 2 and played["seed"] == measure["seeds"][0]  # transcripts_per_arm
+    roles = [turn["role"] for turn in played["turns"]]
+    assert roles[:3] == ["prompt", "agent", "env"] and "\\boxed{reveal}" in played["turns"][1]["text"]
+    assert entry["hint"] in played["turns"][0]["text"]  # the hinted arm's prompt carries the hint
+    agent_turns = [turn for turn in played["turns"] if turn["role"] == "agent"]
+    assert len(played["rewards"]) == played["agent_turns"] == len(agent_turns)  # the env's reward for each turn
+    assert [turn["reward"] for turn in agent_turns] == played["rewards"]

@@ -73,7 +73,7 @@ class LocalPool:
     """The env pool actor's interface (``actor.method.remote(...)`` awaited), answered locally."""
 
     def __init__(self, source: str, setting: str) -> None:
-        self.source, self.setting, self.plays, self.designs = source, setting, [], []
+        self.source, self.setting, self.plays, self.designs, self.records = source, setting, [], [], []
 
     def __getattr__(self, name):
         async def call(*args):
@@ -94,6 +94,9 @@ class LocalPool:
 
     def _register_design(self, step, outcome):
         self.designs.append(outcome)
+
+    def _record(self, entries):  # the run record (spade.record)
+        self.records.extend(entries)
 
 
 def run_loop(cls, cfg, tokenizer, server, pool, monkeypatch, role):

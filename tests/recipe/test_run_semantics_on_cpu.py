@@ -17,6 +17,7 @@ from recipe.spade.main_spade import prepare
 from recipe.spade.schedule import schedule_rows
 from recipe.spade.trainer import SpadeTrainer
 from spade_envs.builtin import builtin_source
+from spade_envs.run_record import read_record
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "recipe" / "spade" / "config"
 
@@ -172,10 +173,12 @@ def test_a_resume_keeps_play_windows_learning_potential_folds_and_one_metrics_ro
         first.register_design(
             0, {**good_outcome(builtin_source("VaultCodeEnv") + f"\n\nX_{i} = {i}\n"), "win_rate": win}
         )
+    first.record([{"kind": "design", "step": 0, "design": 0}])  # the run record (spade.record), cut back likewise
     first.end_step({})
     ckpt = checkpoint_of(first, tmp_path / "ckpt" / "global_step_1" / "spade")
     for step in (1, 2):  # the uninterrupted run goes on; a crash after step 2 leaves its rows in the metrics file
         first.agent_task(step, 0)
+        first.record([{"kind": "scores", "step": step, "designer": [], "agent": []}])
         first.end_step({})
     crashed = (tmp_path / "run" / "spade_metrics.jsonl").read_text()
     assert [json.loads(line)["spade/step"] for line in crashed.splitlines()] == [0, 1, 2]
@@ -183,9 +186,13 @@ def test_a_resume_keeps_play_windows_learning_potential_folds_and_one_metrics_ro
     assert (tmp_path / "run" / "spade_metrics.jsonl").read_text() == crashed.splitlines(keepends=True)[0]
     for step in (1, 2):
         resumed.agent_task(step, 0)
+        resumed.record([{"kind": "scores", "step": step, "designer": [], "agent": []}])
         resumed.end_step({})
     rows = [json.loads(line) for line in (tmp_path / "run" / "spade_metrics.jsonl").read_text().splitlines()]
     assert [row["spade/step"] for row in rows] == [0, 1, 2]
+    record = read_record(tmp_path / "run")
+    assert [(e["kind"], e.get("step")) for e in record] == [("header", None), ("design", 0), ("scores", 1),
+                                                           ("scores", 2)]  # fmt: skip
     skill = "mathematical_reasoning"
     assert resumed.lp_slow.get(skill) == pytest.approx(0.3) and resumed.lp_fast.get(skill) == pytest.approx(0.3)
     assert resumed.lp_slow.get(skill) == first.lp_slow.get(skill)

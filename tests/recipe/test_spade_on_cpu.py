@@ -17,6 +17,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from spade_envs.run_record import read_record
+
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "run_spade_tiny_cpu.sh"
 REFERENCE_POOL = Path(__file__).resolve().parents[1] / "spade_envs" / "data" / "reference_pool"
 
@@ -123,6 +125,13 @@ def test_three_steps_killed_after_the_second_and_resumed_log_per_role_metrics_an
         assert {"spade/memory_size", "spade/memory/evictions", "spade/live_envs/age_max", "spade/excluded_samples",
                 "spade/agent/singleton_groups"} <= set(row)  # fmt: skip
     assert "## Memory, live envs and groups" in (spade_dir / "report.md").read_text()
+    # the run record (spade.record): what the killed run recorded after its checkpoint is cut; every step once
+    record = read_record(spade_dir)
+    designs = [(e["step"], e["design"]) for e in record if e["kind"] == "design"]
+    assert len(designs) == len(set(designs)) == rows[0]["spade/designer/samples"] + rows[2]["spade/designer/samples"]
+    assert sorted(e["step"] for e in record if e["kind"] == "scores") == [0, 1, 2]
+    assert [e["kind"] for e in record].count("header") == 1
+    assert {e["step"] for e in record if e["kind"] == "episode"} == {0, 1, 2}
 
 
 def test_tool_use_self_play_with_a_frozen_designer_runs_through_the_trainer(tmp_path):

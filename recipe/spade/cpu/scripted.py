@@ -69,7 +69,8 @@ class ScriptedDesignerServer(HFRolloutServer):
         """The designer's answer: alternately a built-in env and broken code (half of a step's designs valid)."""
         self.designs_answered += 1
         if self.designs_answered % 2 == 0:
-            return "Here is the environment.\n```python\nclass BrokenEnv(:\n    pass\n```"
+            # env text is untrusted: the markup in the comment must show as text in `spade-envs browse`'s pages
+            return f"Here is the environment.\n```python\nclass BrokenEnv(:  # {MARKUP}\n    pass\n```"
         return f"Here is the environment.\n```python\n{next(self.sources[setting])}```"
 
 
@@ -95,6 +96,10 @@ _SOAK_FAULTS = {
     ),
     "hangs": ("reset", "while True:\n    pass"),
 }
+
+
+#: Markup in the scripted designer's broken answers: a browser test checks it is shown as text, never run.
+MARKUP = "<script>document.documentElement.dataset.pwned = 'yes'</script>"
 
 
 def soak_designs() -> list[str]:
