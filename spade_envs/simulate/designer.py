@@ -38,13 +38,15 @@ __all__ = ["INVALID_CODES", "FixedPool", "GaussianDesigner", "sim_spec"]
 INVALID_CODES = ("syntax_error", "exec_error", "solution_does_not_win", "timeout")
 
 
-def sim_spec(env_id: str, index: int, skill: str, difficulty: float, step: int) -> EnvSpec:
+def sim_spec(env_id: str, index: int, skill: str, difficulty: float, step: int, kind: str = "Sim") -> EnvSpec:
     """A real :class:`EnvSpec` for a simulated env: a tiny source, unique by its class name and constants.
+
+    ``kind`` starts the class name (``Builtin`` for the stand-ins of the built-in envs).
 
     The memory deduplicates by normalised AST hash, which keeps class names and constants, so two simulated
     envs never merge while the same pool env re-entering memory is recognised as a duplicate.
     """
-    source = f"# sim env {index}: {skill}\nclass Sim{index}Env:\n    difficulty = {difficulty!r}\n"
+    source = f"# sim env {index}: {skill}\nclass {kind}{index}Env:\n    difficulty = {difficulty!r}\n"
     return EnvSpec(env_id, "games", skill, source, created_step=step, metadata={"difficulty": difficulty})
 
 
