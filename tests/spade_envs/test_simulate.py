@@ -42,6 +42,10 @@ def final(runs, name, share=0.25):
                           for run in runs]))  # fmt: skip
 
 
+#: The launchers' memory capacity; the curriculum's per-step bookkeeping grows with memory, so this halves a run's time.
+LAUNCHER_MEMORY = MemoryConfig(capacity=200)
+
+
 def runs_of(config, seeds=3):
     return [simulate(config, seed) for seed in range(seeds)]
 
@@ -156,7 +160,7 @@ def test_same_config_and_seed_give_identical_csv_rows_and_another_seed_does_not(
 
 
 def test_fixed_pool_saturates_while_blend_keeps_the_win_rate_in_the_band():
-    base = SimulationConfig(memory=False)
+    base = SimulationConfig(memory=False, memory_config=LAUNCHER_MEMORY)
     fixed, blend = runs_of(base.with_updates(fixed_pool=True)), runs_of(base)
     early_fixed = np.mean([[r.win_rate for r in run.rows[:20]] for run in fixed])
     assert final(fixed, "win_rate") > 0.88 and final(fixed, "win_rate") > early_fixed + 0.25
@@ -167,7 +171,8 @@ def test_fixed_pool_saturates_while_blend_keeps_the_win_rate_in_the_band():
 
 
 def test_regret_without_the_feasibility_gate_drifts_to_unsolvable_envs_when_hints_are_weak():
-    base = SimulationConfig(memory=False, hint_strength=0.1, placebo=False)  # the gate alone, on the paper's two arms
+    # the gate alone, on the paper's two arms
+    base = SimulationConfig(memory=False, memory_config=LAUNCHER_MEMORY, hint_strength=0.1, placebo=False)
     no_gate = runs_of(base.with_updates(reward={"variant": "regret", "require_feasible": False}))
     gated = runs_of(base.with_updates(reward={"variant": "regret", "require_feasible": True}))
     assert final(no_gate, "frac_unsolvable") > 0.3
@@ -189,7 +194,7 @@ def test_invalid_designs_earn_their_penalty_and_validity_rises_as_the_designer_l
     penalties = [DEFAULT_PENALTIES[c] for c in INVALID_CODES]
     closed = [r.designer_reward for r in broken.rows if not math.isnan(r.designer_reward)]
     assert closed and all(min(penalties) <= x <= max(penalties) for x in closed)
-    learning = runs_of(SimulationConfig(steps=160, memory=False))
+    learning = runs_of(SimulationConfig(steps=160, memory=False, memory_config=LAUNCHER_MEMORY))
     assert final(learning, "validity") > np.mean([run.rows[0].validity for run in learning]) + 0.15
 
 
