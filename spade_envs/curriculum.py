@@ -118,6 +118,11 @@ class Curriculum:
         regen = step // max(1, self.config.regen_every)
         return [names[(regen * k + i) % len(names)] for i in range(min(k, len(names)))]
 
+    def design_skill(self, step: int, design: int) -> str:
+        """The skill design ``design`` of regeneration ``step`` builds for: the active skills in turn."""
+        skills = self.active_skills(step)
+        return skills[design % len(skills)]
+
     def register_design(self, step: int, outcome: dict[str, Any]) -> str | None:
         """Record one designer sample; an admitted env joins memory and the next generation of live envs."""
         self.events.append({"step": step, "kind": "design", **{k: v for k, v in outcome.items() if k != "source"}})

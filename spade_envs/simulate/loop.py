@@ -5,17 +5,17 @@ live and next-generation envs, play windows, skill rotation, learning-potential 
 plays the roles of the model, in the recipe's call order. One step ``t`` (``R = regen_every``, ``G =
 plays_per_arm``):
 
-1. **Design** when ``t % R == 0`` (not for the fixed pool): for design ``i``, skill ``i`` of
-   :meth:`Curriculum.active_skills`; the designer stand-in proposes (positive exemplars from the real
-   :meth:`EnvMemory.exemplars` pull the proposal when memory is on). A valid design is measured at once on ``G``
-   paired instances without the hint, with it and with the placebo (fresh instances for the hinted arm when
-   ``paired`` is off); its reward is :func:`~spade_envs.rewards.designer_reward` on a
-   :class:`~spade_envs.rewards.WindowStats` of those arms, as the recipe's reward manager scores it (the skill's
-   slow EMA as the design task saw it), and :func:`~spade_envs.rewards.credited_regret` is the regret memory keeps.
-   :meth:`Curriculum.register_design` admits it into memory and the next generation (at design time, as in a run);
-   an invalid design gets :func:`~spade_envs.rewards.failure_penalty`. :func:`~spade_envs.rewards.designer_advantages`
-   centres the step's rewards per skill and the designer takes its step (the recipe trains designer samples in the
-   step that made them).
+1. **Design** when ``t % R == 0`` (not for the fixed pool): design ``i`` builds for
+   :meth:`Curriculum.design_skill` (the active skills in turn, as the recipe's design tasks); the designer stand-in
+   proposes (positive exemplars from the real :meth:`EnvMemory.exemplars` pull the proposal when memory is on). A
+   valid design is measured at once on ``G`` paired instances without the hint, with it and with the placebo (fresh
+   instances for the hinted arm when ``paired`` is off); its reward is :func:`~spade_envs.rewards.designer_reward`
+   on a :class:`~spade_envs.rewards.WindowStats` of those arms, as the recipe's reward manager scores it (the
+   skill's slow EMA as the design task saw it), and :func:`~spade_envs.rewards.credited_regret` is the regret
+   memory keeps. :meth:`Curriculum.register_design` admits it into memory and the next generation (at design time,
+   as in a run); an invalid design gets :func:`~spade_envs.rewards.failure_penalty`.
+   :func:`~spade_envs.rewards.designer_advantages` centres the step's rewards per skill and the designer takes its
+   step (the recipe trains designer samples in the step that made them).
 2. **Play**: agent row ``s`` plays :meth:`Curriculum.agent_task` (live envs in turn, or a memory replay), ``G``
    sessions on one instance; :meth:`Curriculum.record_plays` reports them (:meth:`Curriculum.record_play` of each,
    with one memory update), re-scoring the env from its play window.
@@ -157,10 +157,9 @@ class Simulation:
         c, cur = self.c, self.curriculum
         assert self.designer is not None
         cur.advance(step)  # as the recipe's designer_task does first
-        active = cur.active_skills(step)
-        names = [active[i % len(active)] for i in range(c.envs_per_regen)]
+        names = [cur.design_skill(step, i) for i in range(c.envs_per_regen)]
         skills = np.array([self.skill_index[s] for s in names])
-        slow = {s: cur.lp_slow.get(s) for s in active}  # the EMA each design task carries (before this step's fold)
+        slow = {s: cur.lp_slow.get(s) for s in names}  # the EMA each design task carries (before this step's fold)
         anchors = np.array([self._anchor(s) for s in names])
         difficulty, means, invalid, codes = self.designer.propose(skills, anchors, self.design_rng)
         valid = np.flatnonzero(~invalid)
