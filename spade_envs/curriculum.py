@@ -22,7 +22,7 @@ import random
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -132,7 +132,7 @@ class Curriculum:
         spec = EnvSpec(env_id="", setting=setting, skill=outcome["skill"], source=outcome["source"],
                        doc_id=outcome.get("doc_id"), created_step=step)  # fmt: skip
         env_id = f"{setting}-{outcome['skill']}-{spec.sha256[:12]}"
-        spec = EnvSpec(**{**spec.to_dict(), "env_id": env_id})
+        spec = replace(spec, env_id=env_id)
         plays = len(outcome["seeds"])
         if env_id in self.memory:  # the same source admitted again (e.g. samples of one row converged): re-score it
             last = self.memory.get(env_id).last_played_step

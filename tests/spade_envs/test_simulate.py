@@ -1,8 +1,8 @@
 """The curriculum simulator: determinism, the stand-ins' equations, each reward's known behaviour in the model, and
 that the env pool it runs is the recipe's own :class:`~spade_envs.curriculum.Curriculum`.
 
-Behaviour tests run 3 seeds without memory replay and exemplars (faster) and assert on the mean over the last
-quarter of the steps.
+Behaviour tests run 2-3 seeds without memory replay and exemplars, at the launchers' memory capacity (faster), and
+assert on the mean over the last quarter of the steps.
 """
 
 import argparse
@@ -161,7 +161,7 @@ def test_same_config_and_seed_give_identical_csv_rows_and_another_seed_does_not(
 
 def test_fixed_pool_saturates_while_blend_keeps_the_win_rate_in_the_band():
     base = SimulationConfig(memory=False, memory_config=LAUNCHER_MEMORY)
-    fixed, blend = runs_of(base.with_updates(fixed_pool=True)), runs_of(base)
+    fixed, blend = runs_of(base.with_updates(fixed_pool=True), 2), runs_of(base, 2)
     early_fixed = np.mean([[r.win_rate for r in run.rows[:20]] for run in fixed])
     assert final(fixed, "win_rate") > 0.88 and final(fixed, "win_rate") > early_fixed + 0.25
     assert 0.42 <= final(blend, "win_rate") <= 0.58
@@ -173,8 +173,8 @@ def test_fixed_pool_saturates_while_blend_keeps_the_win_rate_in_the_band():
 def test_regret_without_the_feasibility_gate_drifts_to_unsolvable_envs_when_hints_are_weak():
     # the gate alone, on the paper's two arms
     base = SimulationConfig(memory=False, memory_config=LAUNCHER_MEMORY, hint_strength=0.1, placebo=False)
-    no_gate = runs_of(base.with_updates(reward={"variant": "regret", "require_feasible": False}))
-    gated = runs_of(base.with_updates(reward={"variant": "regret", "require_feasible": True}))
+    no_gate = runs_of(base.with_updates(reward={"variant": "regret", "require_feasible": False}), 2)
+    gated = runs_of(base.with_updates(reward={"variant": "regret", "require_feasible": True}), 2)
     assert final(no_gate, "frac_unsolvable") > 0.3
     assert final(gated, "frac_unsolvable") < 0.1
 
