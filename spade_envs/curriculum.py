@@ -3,9 +3,11 @@
 It holds memory, the live and next-generation envs, play windows, skill rotation, learning-potential EMAs, the RLVE
 windows and what a checkpoint holds.
 
-One class, driven two ways: the recipe's env-pool Ray actor (``recipe/spade/env_pool.py``) wraps it and adds the
-designer prompts, and the full-length tests drive it with stand-in plays, so a long run and its resumes exercise the
-exact code a training run uses. It knows nothing of verl or Ray: calls arrive as (step, design) and (step, slot).
+One class, driven three ways: the recipe's env-pool Ray actor (``recipe/spade/env_pool.py``) wraps it and adds the
+designer prompts; the full-length tests and the curriculum simulator (``spade-envs simulate``,
+:mod:`spade_envs.simulate.loop`) drive it with stand-in plays, so a long run, its resumes and the simulated
+dynamics exercise the exact code a training run uses. It knows nothing of verl or Ray: calls arrive as
+(step, design) and (step, slot).
 
 A step's life: the first task of step ``t`` finishes step ``t - 1`` (logs it if the trainer did not, folds its
 admitted designs into the EMAs, promotes the envs designed in it to live, saves the state into the run directory);
@@ -20,7 +22,7 @@ import random
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -82,15 +84,17 @@ class CurriculumConfig:
 class Curriculum:
     """The env pool's state and its transitions (one owner: the env-pool actor, or a test driving it)."""
 
-    def __init__(self, config: CurriculumConfig, memory: EnvMemory, run_dir: str | Path,
+    def __init__(self, config: CurriculumConfig, memory: EnvMemory, run_dir: str | Path | None,
                  tasks: TaskSource | None = None, clock: Callable[[], float] = time.time) -> None:  # fmt: skip
         """``memory``: the run's memory (seeded, or restored); ``tasks``: the RLVE baseline's task source, if any.
 
-        ``clock`` stamps the metrics rows (a test passes a fixed one to compare files byte for byte).
+        ``run_dir``: where the state is saved every step and the metrics rows are appended; ``None`` keeps both in
+        memory only (the simulator, which runs thousands of steps and reads the returned metrics). ``clock`` stamps
+        the metrics rows (a test passes a fixed one to compare files byte for byte).
         """
         self.config = config
         self.memory = memory
-        self.run_dir = Path(run_dir)
+        self.run_dir = None if run_dir is None else Path(run_dir)
         self.rlve = tasks
         self.clock = clock
         self.rng = random.Random(config.seed)
@@ -114,6 +118,11 @@ class Curriculum:
         regen = step // max(1, self.config.regen_every)
         return [names[(regen * k + i) % len(names)] for i in range(min(k, len(names)))]
 
+    def design_skill(self, step: int, design: int) -> str:
+        """The skill design ``design`` of regeneration ``step`` builds for: the active skills in turn."""
+        skills = self.active_skills(step)
+        return skills[design % len(skills)]
+
     def register_design(self, step: int, outcome: dict[str, Any]) -> str | None:
         """Record one designer sample; an admitted env joins memory and the next generation of live envs."""
         self.events.append({"step": step, "kind": "design", **{k: v for k, v in outcome.items() if k != "source"}})
@@ -123,7 +132,7 @@ class Curriculum:
         spec = EnvSpec(env_id="", setting=setting, skill=outcome["skill"], source=outcome["source"],
                        doc_id=outcome.get("doc_id"), created_step=step)  # fmt: skip
         env_id = f"{setting}-{outcome['skill']}-{spec.sha256[:12]}"
-        spec = EnvSpec(**{**spec.to_dict(), "env_id": env_id})
+        spec = replace(spec, env_id=env_id)
         plays = len(outcome["seeds"])
         if env_id in self.memory:  # the same source admitted again (e.g. samples of one row converged): re-score it
             last = self.memory.get(env_id).last_played_step
@@ -157,7 +166,8 @@ class Curriculum:
         if self.generation:  # envs designed at step K are played from step K + 1 on
             self.live = list(self.generation)
             self.generation = []
-        self.save_state(self.run_dir)
+        if self.run_dir is not None:
+            self.save_state(self.run_dir)
         self.current_step = step
 
     def _fold_learning_potential(self, step: int) -> None:
@@ -199,18 +209,31 @@ class Curriculum:
 
         With the RLVE baseline the play instead counts in its env's difficulty window (``slot`` names its task).
         """
-        self.events.append({"step": step, "kind": "play", "env_id": env_id, "outcome": outcome, "fault": fault})
-        if self.rlve is not None and (step, slot) in self.agent_tasks:
-            self.rlve.record(self.agent_tasks[(step, slot)], outcome, fault)
-        if fault is not None:
-            return
-        if env_id not in self.memory:  # evicted since the play started: nothing to re-score
+        self.record_plays(env_id, step, [outcome], [fault], slot)
+
+    def record_plays(
+        self, env_id: str, step: int, outcomes: Sequence[float], faults: Sequence[str | None], slot: int | None = None
+    ) -> None:
+        """Several training plays of ``env_id`` finished (the simulator reports a row's sessions at once).
+
+        The same as :meth:`record_play` for each in turn, with one memory update: the env's play window takes them
+        all, then memory re-scores the env from it.
+        """
+        task = self.agent_tasks.get((step, slot)) if self.rlve is not None else None
+        ok = 0.0, 0
+        for outcome, fault in zip(outcomes, faults, strict=True):
+            self.events.append({"step": step, "kind": "play", "env_id": env_id, "outcome": outcome, "fault": fault})
+            if task is not None:
+                self.rlve.record(task, outcome, fault)  # type: ignore[union-attr]
+            if fault is None:
+                ok = ok[0] + outcome, ok[1] + 1
+        if not ok[1] or env_id not in self.memory:  # faults only, or evicted since the play started
             return
         window = self.window.setdefault(env_id, [0.0, 0])
-        window[0] += outcome
-        window[1] += 1
+        window[0] += ok[0]
+        window[1] += ok[1]
         last = self.memory.get(env_id).last_played_step  # plays of one step may finish in any order
-        self.memory.update_stats(env_id, window[0] / window[1], None, 1, max(step, last))  # plays accumulate
+        self.memory.update_stats(env_id, window[0] / window[1], None, ok[1], max(step, last))  # plays accumulate
 
     # -- reporting and checkpoints -------------------------------------------------------------------------------
     def end_step(self, batch_metrics: dict[str, float] | None = None) -> dict[str, float]:
@@ -272,6 +295,8 @@ class Curriculum:
 
     def _truncate_metrics(self, last: int) -> bool:
         """Drop the rows of steps after ``last`` from the run directory's metrics file (atomically); ``last`` kept?"""
+        if self.run_dir is None:
+            return False
         path = self.run_dir / "spade_metrics.jsonl"
         if not path.exists():
             return False
@@ -325,12 +350,15 @@ class Curriculum:
             if ok:
                 metrics["spade/solve/win_rate"] = float(np.mean([p["outcome"] >= 1.0 for p in ok]))
                 metrics["spade/solve/outcome_mean"] = float(np.mean([p["outcome"] for p in ok]))
-        with (self.run_dir / "spade_metrics.jsonl").open("a", encoding="utf-8") as f:
-            f.write(json.dumps({"time": self.clock(), **(batch_metrics or {}), **metrics}) + "\n")
+        if self.run_dir is not None:
+            with (self.run_dir / "spade_metrics.jsonl").open("a", encoding="utf-8") as f:
+                f.write(json.dumps({"time": self.clock(), **(batch_metrics or {}), **metrics}) + "\n")
         return metrics
 
     def finish(self) -> str:
         """End of training: log the last step and save the state; returns the memory path."""
+        if self.run_dir is None:
+            raise ValueError("finish() saves into the run directory; this curriculum has none (run_dir=None)")
         if self.current_step >= 0 and self.current_step not in self.logged:
             self.step_metrics(self.current_step)
         self.save_state(self.run_dir)

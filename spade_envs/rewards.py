@@ -280,7 +280,8 @@ def learning_potential(w: float, slow_ema: float | None) -> float:
     """Ablation: ``|w - slow|``, how far this env is from what the skill usually gives; 0 without history.
 
     Known weak: it pays for any deviation, so in the curriculum simulator the designer chases its own average and
-    41% of environments end up unsolvable (docs/simulator.md). Kept as the paper's ablation, not as a default.
+    about a third of environments end up unsolvable (docs/simulator.md). Kept as the paper's ablation, not as a
+    default.
     """
     w = _unit("w", w)
     return 0.0 if slow_ema is None else abs(w - _unit("slow_ema", slow_ema))

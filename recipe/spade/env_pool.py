@@ -179,8 +179,7 @@ class SpadeEnvPool:
         if (step, design) in self.tasks:
             return self.tasks[(step, design)]
         rng = random.Random(f"{self.cfg['seed']}:{step}:{design}")
-        skills = self.state.active_skills(step)
-        skill = skills[design % len(skills)]
+        skill = self.state.design_skill(step, design)
         concepts: list[str] = []
         doc = text = None
         if self.cfg["designer"]["grounding"] == "concepts":

@@ -29,12 +29,12 @@ _FAILURE = "spade/propose/failure/"
 #: The simulator run behind the curriculum figure: small enough for a few seconds on one CPU core.
 CURRICULUM_STEPS, CURRICULUM_SEEDS = 150, 2
 _CURRICULUM_TEXT = (
-    "The curriculum simulator (`spade-envs simulate`: stand-ins for the model, the real designer rewards and "
-    "memory), {steps} steps x {seeds} seeds, SPADE's blend reward against a fixed pool of envs. Top left: with "
-    "SPADE the agent's win rate on the envs it trains on settles in the shaded plateau band (0.4-0.6), where it "
-    "learns most, while on the fixed pool it climbs toward 1; top right: SPADE's envs keep pace with the agent's "
-    "growing ability (difficulty minus ability stays above 0) while the fixed pool falls behind it "
-    "(docs/simulator.md explains the model)."
+    "The curriculum simulator (`spade-envs simulate`: stand-ins for the model, the run's own curriculum state "
+    "machine, designer rewards and memory), {steps} steps x {seeds} seeds, SPADE's blend reward against a fixed "
+    "pool of envs. Top left: with SPADE the agent's win rate on the envs it trains on settles in the shaded plateau "
+    "band (0.4-0.6), where it learns most, while on the fixed pool it climbs toward 1; top right: SPADE's envs keep "
+    "pace with the agent's growing ability (difficulty minus ability stays above 0) while the fixed pool falls "
+    "behind it (docs/simulator.md explains the model)."
 )
 
 

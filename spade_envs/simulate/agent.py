@@ -14,7 +14,7 @@ fields of :class:`~spade_envs.simulate.config.SimulationConfig`):
   worked out, winnable or not). The outcome is 1 on a win, else ``kappa * pi``, so it lies in [0, 1]; its
   expectation is ``p + (1 - p) kappa pi``.
 - Learning (GRPO needs outcome differences within a group: a group of identical outcomes has zero advantage):
-  each step the agent's update budget is shared by the batch's groups (the ``G`` no-hint plays of one env),
+  each step the agent's update budget is shared by the batch's groups (an agent row: ``G`` no-hint plays of one env),
   ``a_k <- a_k + eta * sum_{groups g of skill k} var(g) / n_groups``. Ability thus grows with what the agent
   plays, fastest on envs it sometimes wins and sometimes loses, and not at all on envs it always wins or whose
   outcomes never differ. Hinted plays only measure and never train, as in training.

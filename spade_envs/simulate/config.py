@@ -1,9 +1,10 @@
 """``SimulationConfig``: every knob of the curriculum simulator in one frozen dataclass.
 
-The schedule knobs carry the training names (``regen_every``, ``envs_per_regen``, ``plays_per_arm``) and the
-reward and memory knobs are the real :class:`~spade_envs.rewards.RewardConfig` and
-:class:`~spade_envs.memory_record.MemoryConfig`, so a simulated setting reads like a training config. The model
-knobs (agent and designer stand-ins) are documented with the equations in :mod:`spade_envs.simulate.agent` and
+The schedule knobs carry the training names (``regen_every``, ``envs_per_regen``, ``agent_rows``,
+``plays_per_arm``, ``active_per_regen``, ``memory_replay_fraction``) and the reward and memory knobs are the real
+:class:`~spade_envs.rewards.RewardConfig` and :class:`~spade_envs.memory_record.MemoryConfig`, so a simulated setting
+reads like a training config (the schedule is run by the recipe's own :class:`~spade_envs.curriculum.Curriculum`).
+The model knobs (agent and designer stand-ins) are documented with the equations in :mod:`spade_envs.simulate.agent` and
 :mod:`spade_envs.simulate.designer`.
 """
 
@@ -21,13 +22,13 @@ from spade_envs.skills import SKILLS
 __all__ = ["SimulationConfig"]
 
 _NESTED = {"reward": RewardConfig, "memory_config": MemoryConfig}
-_POSITIVE_INTS = ("steps", "seeds", "regen_every", "envs_per_regen", "plays_per_arm", "fixed_pool_size")
+_POSITIVE_INTS = ("steps", "seeds", "regen_every", "envs_per_regen", "agent_rows", "plays_per_arm", "fixed_pool_size")
 _NON_NEGATIVE = (
-    "replay_per_step", "hint_strength", "instance_noise", "ability_spread", "agent_lr", "designer_lr",
+    "hint_strength", "instance_noise", "ability_spread", "agent_lr", "designer_lr",
     "designer_std_lr", "validity_lr", "fixed_std",
 )  # fmt: skip
 _POSITIVE = ("temperature", "progress_span", "designer_init_std", "designer_min_std", "designer_max_std")
-_UNIT = ("win_floor", "partial_credit", "hint_progress", "exemplar_pull", "invalid_rate")
+_UNIT = ("win_floor", "partial_credit", "hint_progress", "exemplar_pull", "invalid_rate", "memory_replay_fraction")
 
 
 @dataclass(frozen=True)
@@ -37,17 +38,34 @@ class SimulationConfig:
     Attributes:
         steps: training steps simulated.
         seeds: runs with seeds ``0 .. seeds - 1``; :func:`~spade_envs.simulate.loop.simulate_many` runs them all.
-        regen_every: a new batch of envs every this many steps; the designer reward of a batch arrives when its
-            window closes, ``regen_every`` steps after it was designed (the training delay).
-        envs_per_regen: designer samples per regeneration (one per slot; slots cycle through ``skills``).
-        plays_per_arm: ``G``: no-hint plays of every live env per step, and hinted plays at design time.
+        regen_every: designs every this many steps (step 0 included). As in training, a design is measured and
+            rewarded at its design step, enters memory then, and its envs are the live ones from the next step until
+            the next generation goes live (``spade.regen_every``).
+        envs_per_regen: designer samples per regeneration; design ``i`` builds for the ``i``-th active skill, in
+            turn (``spade.envs_per_regen``).
+        agent_rows: agent rows of a design step (``spade.agent_rows_per_step``; the games 30B run's 21); other
+            steps also fill the ``envs_per_regen // plays_per_arm`` designer rows with agent rows, as the recipe's
+            schedule does. Each row plays one env (live envs in turn, or a memory replay) on one instance (seed),
+            ``plays_per_arm`` times: one GRPO group.
+        plays_per_arm: ``G``: plays of an agent row (``rollout.n``) and plays per arm of the design-time
+            measurement (no hint / hint / placebo, on the same ``G`` instances; these plays never train).
+        active_per_regen: skills a regeneration designs for, in turn over ``skills`` (``spade.skills.active_per_regen``;
+            ``None``: all of them; the games runs: 3).
         skills: skill names; each has its own agent ability and its own designer policy.
         reward: the real designer-reward config; ``reward.variant`` selects the reward being simulated.
-        fixed_pool: the fixed-pool baseline: envs drawn from a static pool instead of a learning designer
-            (designer rewards are still computed, for the plots, but train nothing).
-        memory: use the environment memory: an agent replay stream and exemplars in the designer "prompt".
-        memory_config: the real memory config (capacity, replay temperature, exemplar bands).
-        replay_per_step: envs sampled from memory and replayed by the agent each step (``G`` plays each).
+        fixed_pool: the fixed-pool baseline (``spade.fixed_env``): no designer; the pool's envs are the live ones
+            for the whole run.
+        memory: use the environment memory: an agent replay stream and exemplars in the designer "prompt"
+            (``spade.memory.enable``; memory still keeps the records either way).
+        memory_config: the real memory config (capacity, replay temperature, exemplar bands). Its capacity must
+            hold the live envs and a regeneration's designs (never evicted) plus one.
+        memory_replay_fraction: share of agent rows that replay an env from memory instead of a live one
+            (``spade.memory_replay_fraction``; ignored without ``memory``).
+        builtin_difficulty: difficulty of the stand-ins of the built-in envs (one per skill), the live envs of
+            step 0 before the first designs go live (not used with ``fixed_pool``).
+        lp_fast_ema: weight of the new value in the fast per-skill EMA of admitted designs' win rates (logged as
+            the learning-potential gap; ``spade.learning_potential.fast_ema``). The slow EMA's is
+            ``reward.lp_slow_ema``, as in the recipe.
         exemplar_pull: ``lambda``: how far positive exemplars pull the designer's proposal towards their mean
             difficulty (0 = exemplars ignored).
         paired: both arms play the same instances at design time; ``False`` gives the hinted arm fresh
@@ -86,13 +104,17 @@ class SimulationConfig:
     seeds: int = 5
     regen_every: int = 4
     envs_per_regen: int = 24
+    agent_rows: int = 21
     plays_per_arm: int = 8
+    active_per_regen: int | None = None
     skills: tuple[str, ...] = tuple(SKILLS["games"])
     reward: RewardConfig = field(default_factory=RewardConfig)
     fixed_pool: bool = False
     memory: bool = True
     memory_config: MemoryConfig = field(default_factory=MemoryConfig)
-    replay_per_step: int = 4
+    memory_replay_fraction: float = 0.15
+    builtin_difficulty: float = 0.0
+    lp_fast_ema: float = 0.98
     exemplar_pull: float = 0.3
     paired: bool = True
     placebo: bool = True
@@ -120,10 +142,13 @@ class SimulationConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "skills", tuple(self.skills))
-        for name in _POSITIVE_INTS + ("replay_per_step",):
+        for name in _POSITIVE_INTS:
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < (0 if name == "replay_per_step" else 1):
-                raise ValueError(f"{name} must be an int >= {0 if name == 'replay_per_step' else 1}, got {value!r}")
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        k = self.active_per_regen
+        if k is not None and (not isinstance(k, int) or isinstance(k, bool) or k < 1):
+            raise ValueError(f"active_per_regen must be an int >= 1 or None, got {k!r}")
         for name in ("fixed_pool", "memory", "paired", "placebo"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
@@ -141,6 +166,8 @@ class SimulationConfig:
         for name in _UNIT:
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)!r}")
+        if not 0.0 < self.lp_fast_ema <= 1.0:
+            raise ValueError(f"lp_fast_ema must be in (0, 1], got {self.lp_fast_ema!r}")
         if not 0.0 < self.win_floor < 0.5:
             raise ValueError(f"win_floor must be in (0, 0.5), got {self.win_floor!r}")
         if self.invalid_rate >= 1.0:
@@ -161,6 +188,11 @@ class SimulationConfig:
         for name, cls in _NESTED.items():
             if not isinstance(getattr(self, name), cls):
                 raise ValueError(f"{name} must be a {cls.__name__}, got {type(getattr(self, name)).__name__}")
+        designs = 0 if self.fixed_pool else self.envs_per_regen
+        need = max(self.fixed_pool_size if self.fixed_pool else len(self.skills), designs) + designs + 1
+        if self.memory_config.capacity < need:
+            raise ValueError(f"memory_config.capacity ({self.memory_config.capacity}) must be at least {need}: the "
+                             "live envs and the designs about to go live are never evicted")  # fmt: skip
 
     @property
     def label(self) -> str:

@@ -3,13 +3,13 @@
 Designer model, per skill ``k`` (``lambda``, learning rates and bounds are fields of
 :class:`~spade_envs.simulate.config.SimulationConfig`):
 
-- The recipe picks the skill of each slot (slots cycle through the skills). The designer writes invalid code
+- The curriculum picks the skill of each design (the active skills in turn). The designer writes invalid code
   with probability ``q_k = sigmoid(theta_k)`` (such a program has no difficulty; it gets a failure code drawn
   uniformly from :data:`INVALID_CODES` and :func:`~spade_envs.rewards.failure_penalty` as its reward);
   otherwise it picks a difficulty ``x ~ N(m, s_k^2)`` around a proposal mean
   ``m = (1 - lambda) mu_k + lambda * mean(exemplar difficulties)`` (``m = mu_k`` without positive exemplars;
   ``lambda = exemplar_pull``).
-- When a batch's window closes, each sample has its designer reward (from :mod:`spade_envs.rewards`) and its
+- In the step that made them, each sample has its designer reward (from :mod:`spade_envs.rewards`) and its
   advantage ``A`` from :func:`~spade_envs.rewards.designer_advantages` (reward minus its skill's batch mean,
   scale 1). Per skill, policy-gradient steps in natural-gradient form: over the skill's valid samples,
   ``mu_k += lr_mu * mean(A (x - m))`` and ``log s_k += lr_s * mean(A ((x - m)^2 / s_k^2 - 1)) / 2`` (then
@@ -19,7 +19,8 @@ Designer model, per skill ``k`` (``lambda``, learning rates and bounds are field
   score of ``mu_k``).
 
 Fixed-pool baseline: ``fixed_pool_size`` envs with difficulties ``fixed_mean + fixed_std * N(0, 1)`` (skills
-cycling), drawn once per seed; each regeneration draws each slot's env uniformly from the pool envs of its skill.
+cycling), drawn once per seed; as the recipe's fixed-environment baseline, they are the live envs of the whole run
+(no designer).
 """
 
 from __future__ import annotations
@@ -38,13 +39,15 @@ __all__ = ["INVALID_CODES", "FixedPool", "GaussianDesigner", "sim_spec"]
 INVALID_CODES = ("syntax_error", "exec_error", "solution_does_not_win", "timeout")
 
 
-def sim_spec(env_id: str, index: int, skill: str, difficulty: float, step: int) -> EnvSpec:
+def sim_spec(env_id: str, index: int, skill: str, difficulty: float, step: int, kind: str = "Sim") -> EnvSpec:
     """A real :class:`EnvSpec` for a simulated env: a tiny source, unique by its class name and constants.
+
+    ``kind`` starts the class name (``Builtin`` for the stand-ins of the built-in envs).
 
     The memory deduplicates by normalised AST hash, which keeps class names and constants, so two simulated
     envs never merge while the same pool env re-entering memory is recognised as a duplicate.
     """
-    source = f"# sim env {index}: {skill}\nclass Sim{index}Env:\n    difficulty = {difficulty!r}\n"
+    source = f"# sim env {index}: {skill}\nclass {kind}{index}Env:\n    difficulty = {difficulty!r}\n"
     return EnvSpec(env_id, "games", skill, source, created_step=step, metadata={"difficulty": difficulty})
 
 
@@ -122,7 +125,7 @@ class GaussianDesigner:
 
 
 class FixedPool:
-    """The baseline's static pool: difficulties drawn once, then sampled per slot by skill."""
+    """The baseline's static pool: difficulties drawn once; its envs are the seed (and live) envs of the run."""
 
     def __init__(self, config: SimulationConfig, rng: np.random.Generator) -> None:
         n, k = config.fixed_pool_size, len(config.skills)
@@ -131,8 +134,3 @@ class FixedPool:
         self.specs = [
             sim_spec(f"pool{i}", i, config.skills[self.skills[i]], float(self.difficulty[i]), 0) for i in range(n)
         ]
-        self._by_skill = [np.flatnonzero(self.skills == s) for s in range(k)]
-
-    def draw(self, skills: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Pool indices, one per slot, uniform among the pool envs of the slot's skill."""
-        return np.array([self._by_skill[s][rng.integers(0, self._by_skill[s].size)] for s in np.asarray(skills)])

@@ -99,7 +99,7 @@ def plot_runs(runs: Sequence[Run], path: str | os.PathLike[str], smooth: int = 8
     """Six panels for one variant's seeds; returns the PNG path.
 
     Panels: win rate with the plateau band, difficulty vs ability, in-band and unsolvable shares, validity,
-    designer reward, regret.
+    designer reward, regret (as memory holds it: credited at design time, gates applied).
     """
     if not runs:
         raise ValueError("plot_runs needs at least one run")
@@ -122,8 +122,8 @@ def plot_runs(runs: Sequence[Run], path: str | os.PathLike[str], smooth: int = 8
     _finish(axes[3], "validity rate", (0.0, 1.02))
     _line(axes[4], runs, "designer_reward", smooth, c.reward.variant, "tab:orange")
     _finish(axes[4], "mean designer reward (penalties included)")
-    _line(axes[5], runs, "regret", smooth, "paired regret", "tab:brown")
-    _finish(axes[5], "mean regret at design time")
+    _line(axes[5], runs, "regret", smooth, "credited regret", "tab:brown")
+    _finish(axes[5], "mean regret of the live envs (design time)")
     return _save(fig, path)
 
 

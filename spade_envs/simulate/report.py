@@ -54,8 +54,8 @@ class Summary:
         frac_unsolvable: final share of live envs unsolvable even with the hint, mean over seeds.
         ability_gain: mean ability gained over the run (averaged over skills), mean over seeds.
         ability_gain_std: its standard deviation over seeds.
-        validity: final share of valid designer samples.
-        designer_reward: final mean designer reward (NaN if no window closed).
+        validity: final share of valid designer samples (NaN for the fixed pool: no designer).
+        designer_reward: final mean designer reward (NaN for the fixed pool).
     """
 
     label: str
@@ -107,13 +107,17 @@ def summarize(runs: Sequence[Run]) -> list[Summary]:
     return out
 
 
+def _or_dash(value: float, spec: str) -> str:
+    return "-" if math.isnan(value) else format(value, spec)  # the fixed pool has no designer
+
+
 def format_summary(summaries: Sequence[Summary]) -> str:
     """A plain-text table (one row per variant) for the terminal and the docs."""
     header = ("variant", "seeds", "final win rate", "in band", "unsolvable", "ability gain", "validity", "reward")
     rows = [
         (s.label, str(s.seeds), f"{s.win_rate:.2f} ± {s.win_rate_std:.2f}", f"{s.frac_in_band:.2f}",
-         f"{s.frac_unsolvable:.2f}", f"{s.ability_gain:.2f} ± {s.ability_gain_std:.2f}", f"{s.validity:.2f}",
-         f"{s.designer_reward:+.2f}")
+         f"{s.frac_unsolvable:.2f}", f"{s.ability_gain:.2f} ± {s.ability_gain_std:.2f}", _or_dash(s.validity, ".2f"),
+         _or_dash(s.designer_reward, "+.2f"))
         for s in summaries
     ]  # fmt: skip
     widths = [max(len(c) for c in col) for col in zip(header, *rows)]
