@@ -94,10 +94,14 @@ class Worker:
     Every path out of the constructor and of :meth:`call` either returns a checked result or raises a typed
     :class:`SandboxError`; on any failure but an env exception or a soft timeout the worker is killed, and a
     killed worker leaves no process, pipe or scratch file behind.
+
+    ``warm``: load what env code commonly uses (and numpy, with ``preload_numpy``) before reporting ready, as the
+    pool's pre-started workers do off the critical path; a worker started on demand leaves that to its env, so a
+    cold start pays only for what its env imports.
     """
 
-    def __init__(self, config: SandboxConfig, level: str) -> None:
-        self.config, self.level = config, level
+    def __init__(self, config: SandboxConfig, level: str, warm: bool = False) -> None:
+        self.config, self.level, self.warm = config, level, warm
         self.dead = False
         self.proc: subprocess.Popen[bytes] | None = None
         self.busy_s = 0.0  # wall time spent in calls: the episode's budget is config.episode_wall_s
@@ -177,6 +181,7 @@ class Worker:
             "max_request_bytes": config.max_request_bytes,
             "max_observation_chars": config.max_observation_chars,
             "preload_numpy": config.preload_numpy,
+            "warm": self.warm,
             "limits": {"memory_mb": config.memory_mb, "cpu_s": config.episode_cpu_s,
                        "file_size_mb": config.file_size_mb, "open_files": config.open_files,
                        "processes": config.processes},
