@@ -4,8 +4,9 @@ A step is timed part by part on a live worker, with the same calls ``Worker.call
 ``encode`` (the request to bytes), ``write`` (the pipe write, which on a shared core may run the woken worker
 before it returns), ``wake-up + worker + read`` (until the reply line is in hand: the worker's own time and the
 scheduler's), ``strict decode`` (bytes to a dict), ``shape checks`` (plain-JSON scan or walk, then the method's
-shape) and ``accounting`` (what ``Worker.call`` spends beyond those: sequence and unsolicited-data checks,
-deadlines, the wall and reply-byte budgets), the last as ``call`` minus the other parts, so the rows add up.
+shape) and ``accounting + wait policy`` (what ``Worker.call`` spends beyond those: any reply spin, the sequence
+and unsolicited-data checks, deadlines, the wall and reply-byte budgets), the last as ``call`` minus the other
+parts, so the rows add up.
 An episode is timed from acquiring a worker to releasing it: ``acquire`` (pooled: a ready worker; cold: started
 now), ``init``, ``reset``, ``steps`` and ``close``.
 
@@ -69,7 +70,7 @@ def _one_step(worker: Worker, action: str, out: dict[str, list[float]]) -> None:
 def step_parts(worker: Worker, actions: tuple[str, ...], n: int) -> dict[str, list[float]]:
     """Microseconds of each part of ``n`` ``step`` calls on ``worker`` (an env that is initialised and reset).
 
-    The last part, ``accounting``, is one derived value: the whole call's p50 minus the other parts' p50s.
+    The last part, ``accounting + wait policy``, is one derived value: the whole call's p50 minus the other parts' p50s.
     """
     parts: dict[str, list[float]] = {k: [] for k in ("encode", "write", "wake-up + worker + read", "strict decode",
                                                      "shape checks")}  # fmt: skip
@@ -80,7 +81,8 @@ def step_parts(worker: Worker, actions: tuple[str, ...], n: int) -> dict[str, li
         worker.call("step", action=actions[i % len(actions)])
         calls.append((_ns() - t0) / 1000.0)
     rest = statistics.median(calls) - sum(statistics.median(samples) for samples in parts.values())
-    return {**parts, "call (Worker.call, whole)": calls, "accounting (call minus the parts)": [max(0.01, rest)]}
+    rest_name = "accounting + wait policy (call minus the parts)"
+    return {**parts, "call (Worker.call, whole)": calls, rest_name: [max(0.01, rest)]}
 
 
 def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:

@@ -48,7 +48,7 @@ def test_smallest_run_is_well_formed(bench):
         ("memory, 3 live envs", "none"),
         ("throughput, 3 envs round-robin", "none"),
         ("step part (trivial env): wake-up + worker + read", "none"),
-        ("step part (50us env): accounting (call minus the parts)", "none"),
+        ("step part (50us env): accounting + wait policy (call minus the parts)", "none"),
         ("episode part: acquire, cold (start a worker)", "none"),
         ("episode part: close (kill + reap + scratch)", "none"),
     ]:
