@@ -46,9 +46,10 @@ class SandboxConfig:
         preload_numpy: a pre-started worker imports numpy (after hardening, with env code's own rights) before it
             reports ready, so env code finds it loaded; a worker started on demand does not (its env imports it
             if it uses it, inside ``init``'s start timeout).
-        reply_spin_us: how long the host busy-polls for a reply before sleeping; 0 (default) sleeps at once. A spin
-            helps only replies faster than it and takes the CPU from the worker when both share a core: on a 2-vCPU
-            VM a 50 us env's step took 170-235 us without it and 270-360 us with 100-300 us of spin.
+        reply_spin_us: how long the host busy-polls for a reply before sleeping, used only while the worker's
+            recent replies came within it (0 never spins). A spin helps replies faster than it and takes the core
+            from a slower worker: on a 2-vCPU VM a 50 us env's step took 170-235 us without it, 270-360 us with
+            100-300 us of spin, while a trivial step was ~20-40 us faster with it.
     """
 
     isolation: str = "auto"
@@ -72,7 +73,7 @@ class SandboxConfig:
     scratch_mb: int = 32
     scratch_files: int = 1024
     preload_numpy: bool = True
-    reply_spin_us: int = 0
+    reply_spin_us: int = 100
 
     def __post_init__(self) -> None:
         if self.isolation not in ("auto", *ISOLATION_LEVELS):

@@ -107,6 +107,7 @@ class Worker:
         self.busy_s = 0.0  # wall time spent in calls: the episode's budget is config.episode_wall_s
         self.reply_bytes = 0  # bytes of replies since the last reset: the budget is config.max_episode_reply_bytes
         self._seq = 0
+        self._reply_us = 0.0  # this worker's recent reply wait (moving average): spin only for fast repliers
         self._buffer = b""
         self._fds: list[int] = []
         self._cgroup: PidsCgroup | None = None
@@ -312,14 +313,22 @@ class Worker:
         return OutputTooLarge(f"{op} reply exceeds {cap} bytes; the worker was killed", code="reply_too_large")
 
     def _wait_readable(self, deadline: float) -> bool:
-        """Busy-poll briefly (fast replies arrive within microseconds), then sleep in ``poll`` until the deadline."""
-        spin_until = time.perf_counter() + self.config.reply_spin_us / 1e6
-        while time.perf_counter() < spin_until:
-            if self._poller.poll(0):
-                return True
-            os.sched_yield()
-        left = deadline - time.monotonic()
-        return left > 0 and bool(self._poller.poll(max(1, int(left * 1000))))
+        """Busy-poll for up to ``reply_spin_us`` while this worker's replies come that fast, else sleep in ``poll``.
+
+        A spin wins only when the reply comes within it; a slower env's worker needs the core the spin would take.
+        """
+        started = time.perf_counter()
+        try:
+            if self._reply_us < self.config.reply_spin_us:
+                spin_until = started + self.config.reply_spin_us / 1e6
+                while time.perf_counter() < spin_until:
+                    if self._poller.poll(0):
+                        return True
+                    os.sched_yield()
+            left = deadline - time.monotonic()
+            return left > 0 and bool(self._poller.poll(max(1, int(left * 1000))))
+        finally:
+            self._reply_us = 0.5 * self._reply_us + 0.5e6 * (time.perf_counter() - started)
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
     def _death_note(self, when: str) -> str:
