@@ -34,6 +34,9 @@ from spade_envs.sandbox import RemoteEnv, SandboxConfig, SandboxError, WorkerPoo
 from spade_envs.sandbox.config import ISOLATION_LEVELS  # noqa: E402
 from spade_envs.sandbox.process import Worker, become_subreaper  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sandbox_parts import REFERENCE_311D5CE, episode_parts, step_parts  # noqa: E402
+
 __all__ = ["REALISTIC_SOURCE", "TRIVIAL_SOURCE", "Settings", "format_table", "machine_facts", "main", "run"]
 
 GIB = 1 << 30
@@ -131,6 +134,8 @@ TARGET_STEP_US = 100.0
 TARGET_RATIO = 3.0
 TARGET_POOLED_MS = 10.0
 TARGET_MEMORY_GIB = 4.0
+TARGET_COLD_MS = 50.0  # issue 31: start + init of a worker started on demand
+TARGET_STEPS_PER_S = 5000.0  # issue 31: 40 envs round-robin, one host thread
 
 
 @dataclass
@@ -151,11 +156,15 @@ class Settings:
     pooled_wait_s: float = 5.0  # longest wait for the pool to refill between pooled starts
     step_work_us: float = 50.0  # target cost of one realistic in-process step
     calibration_rounds: int = 5
+    part_steps: int = 2000  # by-hand step round trips per (env, level) for the per-part rows
+    episodes: int = 10  # episodes per level for the per-part episode rows
+    episode_steps: int = 20
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def quick(cls, **overrides: Any) -> Settings:
-        base = cls(steps=500, warmup=50, subprocess_calls=10, cold_starts=5, pooled_starts=15, envs=40)
+        base = cls(steps=500, warmup=50, subprocess_calls=10, cold_starts=5, pooled_starts=15, envs=40, part_steps=500,
+                   episodes=5)  # fmt: skip
         return replace(base, throughput_s=2.0, **overrides)
 
 
@@ -280,6 +289,23 @@ def _subprocess_steps(source: str, class_name: str, n: int) -> list[float]:
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
 
     return _time_calls(one, n, 1)
+
+
+def _part_rows(level: str, pool: WorkerPool, sources: dict[str, str], settings: Settings) -> list[dict[str, Any]]:
+    """One row per part of a step (both envs) and of an episode (the 50 us env), p50 each (sandbox_parts.py)."""
+    rows = []
+    for name, source in sources.items():
+        remote = RemoteEnv(source, pool, "<bench>")
+        try:
+            remote.reset(0)
+            with _no_gc():
+                parts = step_parts(remote.worker, ACTIONS, settings.part_steps)
+        finally:
+            remote.close()
+        rows += [_row(f"step part ({name} env): {part}", level, us) for part, us in parts.items()]
+    parts = episode_parts(pool.config, level, sources["50us"], ACTIONS, settings.episode_steps, settings.episodes)
+    rows += [_row(f"episode part: {part}", level, us) for part, us in parts.items()]
+    return rows
 
 
 # -- 2. env start -------------------------------------------------------------------------------------------------
@@ -463,6 +489,8 @@ def _throughput(envs: list[RemoteEnv], level: str, seconds: float) -> dict[str, 
         steps_per_s=rate,
         seconds=elapsed,
         result=f"{rate:,.0f} steps/s",
+        target=f">= {TARGET_STEPS_PER_S:,.0f} steps/s",
+        met=rate >= TARGET_STEPS_PER_S,
         notes="1 host thread, maze env; p50/p99 per step",
     )
 
@@ -543,6 +571,9 @@ def run(settings: Settings, log: Callable[[str], None] = lambda _msg: None) -> d
                     row.update(ratio=ratio, result=f"{ratio:.2f}x in-process", target=f"<= {TARGET_RATIO:g}x")
                     row["met"] = ratio <= TARGET_RATIO
             rows.append(row)
+        for level, pool in pools.items():
+            log(f"step parts and episode parts: {level}")
+            rows.extend(_part_rows(level, pool, sources, settings))
         log("step round trip: a new process per call")
         samples = _subprocess_steps(realistic, "MazeEnv", settings.subprocess_calls)
         ratio = statistics.median(samples) / base
@@ -569,6 +600,8 @@ def run(settings: Settings, log: Callable[[str], None] = lambda _msg: None) -> d
                     total,
                     ready_p50_us=statistics.median(ready),
                     result=f"ready p50 {_fmt_us(statistics.median(ready))}",
+                    target=f"p50 <= {TARGET_COLD_MS:g} ms",
+                    met=statistics.median(total) <= TARGET_COLD_MS * 1000,
                     notes="Worker(config, level) + init",
                 )
             )
@@ -619,6 +652,8 @@ def _fmt_bytes(n: float) -> str:
 def format_table(report: dict[str, Any]) -> str:
     """Machine facts, then one aligned table of every row."""
     lines = [f"{key}: {value}" for key, value in report["machine"].items()]
+    lines += ["", "reference: main at 311d5ce, before the host-boundary work (issue 31's figures, load ~2):"]
+    lines += [f"  {key}: {value}" for key, value in REFERENCE_311D5CE.items()]
     header = ("benchmark", "level", "n", "p50", "p99", "result", "target", "notes")
     table = [header]
     for row in report["rows"]:

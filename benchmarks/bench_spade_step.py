@@ -10,7 +10,9 @@ Run: ``.venv/bin/python benchmarks/bench_spade_step.py [--steps 5] [--work DIR]`
   number of tokens per step.
 
 Step 1 of each run carries warm-up and is left out of the means. The ratio column is SPADE over GRPO from the same
-run; "s / 1k tokens" normalises by the tokens verl trained on in the step (``perf/total_num_tokens``).
+run; "s / 1k tokens" normalises by the tokens verl trained on in the step (``perf/total_num_tokens``). The sandbox
+share is the agent episodes' time in sandbox calls (acquire, init, reset, steps, close) over their wall time
+(``spade/sandbox_time_share``). The reference line is issue 31's measurement of main at 311d5ce.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ sys.path.insert(0, str(ROOT))
 
 from recipe.spade.cpu.tiny_model import build_tiny_qwen3  # noqa: E402
 from spade_envs.table import format_table  # noqa: E402
+
+#: Issue 31's figures for main at 311d5ce (before the host-boundary work), tiny model, 2-core machine at load ~2.
+REFERENCE = {"ratio": "1.48x", "share": "0.79"}
 
 
 def _steps(log: str) -> dict[int, dict[str, float]]:
@@ -123,7 +128,12 @@ def main(argv: list[str] | None = None) -> int:
         share = statistics.mean(r.get("spade/sandbox_time_share", 0.0) for r in later)
         print(
             f"mean prompt tokens: SPADE {prompt_tokens:.0f}, GRPO {grpo_prompt:.0f}; "
-            f"SPADE sandbox time share {share:.2f}"
+            f"SPADE sandbox share of agent-episode wall time {share:.2f} (target <= 0.3)"
+        )
+        print(
+            f"reference (main at 311d5ce, issue 31): SPADE {REFERENCE['ratio']} of GRPO per 1k tokens "
+            "(target <= 1.3x), "
+            f"sandbox share {REFERENCE['share']}"
         )
     return 0
 

@@ -60,20 +60,30 @@ def python_command(config_json: str) -> tuple[list[str], dict[str, str]]:
 
 def site_packages() -> list[str]:
     """The package directories ``site`` would add for this interpreter (the venv's), without the user site."""
+    return list(_site_packages())
+
+
+@functools.lru_cache(maxsize=1)
+def _site_packages() -> tuple[str, ...]:  # fixed for the life of the host process; sysconfig is slow (~1 ms)
     paths = site.getsitepackages() if hasattr(site, "getsitepackages") else []
     paths += [sysconfig.get_path("purelib"), sysconfig.get_path("platlib")]
-    return [p for p in dict.fromkeys(paths) if p and os.path.isdir(p)]
+    return tuple(p for p in dict.fromkeys(paths) if p and os.path.isdir(p))
 
 
 def read_only_paths() -> list[str]:
     """What a worker may read: the loader's files, the interpreter and its stdlib, the venv and the package."""
+    return list(_read_only_paths())
+
+
+@functools.lru_cache(maxsize=1)
+def _read_only_paths() -> tuple[str, ...]:  # computed once per host process (each start used to pay ~3 ms)
     paths = {"/usr", "/etc/ld.so.cache", "/etc/alternatives", "/etc/localtime", PACKAGE}
     paths |= {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
     paths.add(os.path.dirname(os.path.realpath(sys.executable)))
     for name in ("stdlib", "platstdlib"):  # distro layouts may keep them outside the prefix
         paths.add(sysconfig.get_path(name))
-    paths.update(site_packages())
-    return sorted(p for p in paths if p and os.path.exists(p))
+    paths.update(_site_packages())
+    return tuple(sorted(p for p in paths if p and os.path.exists(p)))
 
 
 #: Installed packages that hold evaluation data (benchmarks, answer files, held-out generators): an env that could
@@ -83,9 +93,14 @@ HIDDEN_PACKAGES = ("bfcl_eval", "reasoning_gym")
 
 def hidden_paths() -> list[str]:
     """What a worker must not read although it lies inside a read-only path: evaluation code, data and answers."""
+    return list(_hidden_paths())
+
+
+@functools.lru_cache(maxsize=1)
+def _hidden_paths() -> tuple[str, ...]:
     paths = [os.path.join(PACKAGE, "evaluation")]
-    paths += [os.path.join(sp, name) for sp in site_packages() for name in HIDDEN_PACKAGES]
-    return sorted(p for p in dict.fromkeys(paths) if os.path.exists(p))
+    paths += [os.path.join(sp, name) for sp in _site_packages() for name in HIDDEN_PACKAGES]
+    return tuple(sorted(p for p in dict.fromkeys(paths) if os.path.exists(p)))
 
 
 def split_readable(paths: list[str], hidden: list[str]) -> tuple[list[str], list[str]]:

@@ -89,6 +89,9 @@ def _has_worker_children() -> bool:
 class WorkerPool:
     """Pre-started workers at one isolation level, refilled in the background, bounded by ``max_workers``.
 
+    The ready queue holds ``pool_size`` workers, or as many as the most ever in use at once (minus those in use
+    now, at most ``pool_max_ready``): the demand of the agent loop it serves, on CPU and GPU configs alike.
+
     Threads acquire with :meth:`acquire`, asyncio tasks with :meth:`acquire_async` (they wait for a slot without
     holding a thread). Use as a context manager, or call :meth:`shutdown`; no worker outlives the pool.
     """
@@ -104,6 +107,7 @@ class WorkerPool:
         self._live: set[Worker] = set()
         self._lock = threading.Lock()
         self._slots = SlotGate(self.config.max_workers)
+        self._peak_live = 0  # most workers in use at once so far: the demand the ready queue is sized to
         self._executor: ThreadPoolExecutor | None = None
         self._closed = False
         self._refill_wanted = threading.Event()
@@ -122,6 +126,16 @@ class WorkerPool:
         """Workers handed out and not yet released."""
         with self._lock:
             return len(self._live)
+
+    def _ready_target(self) -> int:
+        """Ready workers to keep (call with the lock held): ``pool_size``, or more to match the demand seen so far.
+
+        The pool keeps ``in use + ready`` at the most workers ever in use at once (at most ``pool_max_ready`` of
+        them ready): an agent loop that runs N episodes at once finds N started workers at its next step, instead
+        of starting all but ``pool_size`` of them on its critical path. Never more than ``max_workers +
+        pool_size`` processes in all.
+        """
+        return max(self.config.pool_size, min(self._peak_live, self.config.pool_max_ready) - len(self._live))
 
     @property
     def waiting_count(self) -> int:
@@ -190,6 +204,7 @@ class WorkerPool:
                 closed = self._closed
                 if not closed:
                     self._live.add(worker)
+                    self._peak_live = max(self._peak_live, len(self._live))
             if closed:  # shut down while it started: shutdown() has already killed what it could see
                 worker.kill()
                 self._check_open()
@@ -209,6 +224,7 @@ class WorkerPool:
                 self._live.discard(worker)
             if was_live:
                 self._slots.give()
+                self._refill_wanted.set()  # fewer in use: the ready queue may grow back to the demand
 
     def _refill_loop(self) -> None:
         while not self._closed:
@@ -216,10 +232,10 @@ class WorkerPool:
             self._refill_wanted.clear()
             while not self._closed:
                 with self._lock:
-                    if len(self._ready) >= self.config.pool_size:
+                    if len(self._ready) >= self._ready_target():
                         break
                 try:
-                    worker = Worker(self.config, self.level)
+                    worker = Worker(self.config, self.level, warm=True)
                 except SandboxError as exc:
                     log.warning("could not pre-start a sandbox worker: %s", exc)
                     break

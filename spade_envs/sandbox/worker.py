@@ -13,7 +13,6 @@ import json
 import os
 import signal
 import sys
-import traceback
 import types
 from typing import Any
 
@@ -36,17 +35,37 @@ class SoftTimeout(BaseException):
     """Raised into env code by the in-worker alarm (a BaseException so that ``except Exception`` cannot eat it)."""
 
 
+#: What a pre-started worker imports before it reports ready (after hardening, with env code's own rights): the
+#: tool-use base, the stdlib modules env code commonly uses and the exception formatter. A worker started on demand
+#: skips them: its env imports what it uses.
+WARM_MODULES = ("spade_envs.tooluse", "traceback", "collections", "dataclasses", "functools", "heapq", "itertools",
+                "math", "random", "re", "string")  # fmt: skip
+
+
 def _import_core(root: str) -> dict[str, Any]:
+    """What every worker loads before it reports ready: hardening, the wire format, the loader, the contract.
+
+    Every ``init`` and ``step`` needs them, and env code finds them loaded, as the worker's own.
+    """
     for name in ("spade_envs", "spade_envs.sandbox"):
         package = types.ModuleType(name)
         package.__path__ = [os.path.join(root, *name.split("."))]
         sys.modules[name] = package
     sys.path.insert(0, root)
-    from spade_envs import contract, errors, loader, tooluse
+    from spade_envs import contract, errors, loader
     from spade_envs.sandbox import hardening, protocol, replies
 
-    return {"contract": contract, "errors": errors, "loader": loader, "tooluse": tooluse,
-            "hardening": hardening, "protocol": protocol, "replies": replies}  # fmt: skip
+    return {"contract": contract, "errors": errors, "loader": loader, "hardening": hardening, "protocol": protocol,
+            "replies": replies}  # fmt: skip
+
+
+def _warm_up(modules: tuple[str, ...]) -> None:
+    """Import ``modules``; a failure is left to env code, whose own ``import`` then fails the same way."""
+    for name in modules:
+        try:
+            __import__(name)
+        except Exception:  # noqa: BLE001,S112
+            continue
 
 
 def _harden(cfg: dict[str, Any], hardening: Any) -> None:
@@ -117,6 +136,16 @@ def _die_with_host(host_pid: int | None) -> None:
         os._exit(5)
 
 
+def _format_exception(exc: BaseException) -> str:
+    """The last frames of ``exc``'s traceback; its repr if even that fails (e.g. no memory left to import with)."""
+    try:
+        import traceback
+
+        return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-3))[-2000:]
+    except BaseException:  # noqa: BLE001
+        return f"{type(exc).__name__}: {exc!r}"[-2000:]
+
+
 class _Server:
     def __init__(self, cfg: dict[str, Any], core: dict[str, Any]) -> None:
         self.cfg, self.core = cfg, core
@@ -166,15 +195,13 @@ class _Server:
         except (protocol.BadOutput, replies.BadReply) as exc:
             kind, code, message = "raised", "bad_types", f"{op} returned an invalid result: {exc}"
         except BaseException as exc:  # env code may raise anything, SystemExit included
-            tb = traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-3)
-            kind, code, message = "raised", "exception", "".join(tb)[-2000:]
+            kind, code, message = "raised", "exception", _format_exception(exc)
         message = message[-min(4000, self.max_chars) :]  # the host refuses any string over max_observation_chars
         if not protocol.valid_text(message):  # env code chose the exception's text
             message = message.encode("utf-8", "replace").decode("utf-8")
         return {"seq": seq, "ok": False, "kind": kind, "code": code, "error": message}
 
     def dispatch(self, op: str, req: dict[str, Any]) -> Any:
-        contract, tooluse = self.core["contract"], self.core["tooluse"]
         if op == "ping":
             return "pong"
         if op == "close":
@@ -186,7 +213,8 @@ class _Server:
                 self.env = cls()
             except Exception as exc:
                 raise invalid("construct_failed", f"{cls.__name__}() raised {type(exc).__name__}: {exc}") from exc
-            is_tool = isinstance(self.env, tooluse.ToolUseEnv)
+            tooluse = sys.modules.get("spade_envs.tooluse")  # a tool-use env imported it to subclass ToolUseEnv
+            is_tool = tooluse is not None and isinstance(self.env, tooluse.ToolUseEnv)
             max_turns = getattr(self.env, "max_turns", None)
             if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
                 raise invalid("construct_failed", f"max_turns must be a positive int, got {max_turns!r}"[:300])
@@ -195,15 +223,15 @@ class _Server:
         if self.env is None:
             raise RuntimeError(f"{op!r} before init")
         if op == "reset":
-            obs, info = contract.check_reset_output(self.env.reset(req.get("seed")))
+            obs, info = self.core["contract"].check_reset_output(self.env.reset(req.get("seed")))
             max_turns = getattr(self.env, "max_turns", None)  # some envs size their turn budget per episode
             if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
                 max_turns = None
             return [obs, info, None if max_turns is None else min(max_turns, self.core["replies"].MAX_TURNS)]
         if op == "step":
-            return list(contract.check_step_output(self.env.step(req["action"])))
+            return list(self.core["contract"].check_step_output(self.env.step(req["action"])))
         if op == "step_calls":
-            return list(contract.check_step_output(self.env.step_calls(req["calls"], req.get("answer"))))
+            return list(self.core["contract"].check_step_output(self.env.step_calls(req["calls"], req.get("answer"))))
         if op == "call_tool":
             out = self.env.call_tool(req["name"], req.get("arguments", {}))
             if not isinstance(out, str):
@@ -235,14 +263,6 @@ def main() -> None:
         os.dup2(devnull, fd)
     os.close(devnull)
     core = _import_core(cfg["root"])
-    if cfg.get("preload_numpy"):
-        try:
-            import numpy  # noqa: F401  (preloaded so env code and copy-on-write pages share it)
-        except ImportError:
-            pass
-    for name in ("collections", "dataclasses", "functools", "heapq", "itertools", "math", "random", "re", "string"):
-        __import__(name)  # stdlib modules env code commonly uses: loaded once, before any env code arrives
-
     server = _Server(cfg, core)
     try:
         _harden(cfg, core["hardening"])
@@ -250,6 +270,8 @@ def main() -> None:
     except Exception as exc:  # report why this level cannot work here, then stop
         server.send({"seq": 0, "ok": False, "kind": "raised", "code": "hardening_failed", "error": str(exc)})
         os._exit(4)
+    if cfg.get("warm"):  # a pre-started worker: loaded off the critical path, before it is handed out
+        _warm_up(WARM_MODULES + (("numpy",) if cfg.get("preload_numpy") else ()))
     sys.setrecursionlimit(3000)
     sys.dont_write_bytecode = True
 

@@ -31,6 +31,7 @@ def test_smallest_run_is_well_formed(bench):
     settings = bench.Settings(
         levels=("none",), steps=20, warmup=2, step_blocks=2, subprocess_calls=2, cold_starts=2, pooled_starts=2,
         envs=3, throughput_s=0.2, memory_level="none", probe_levels=False, pooled_wait_s=10.0, calibration_rounds=1,
+        part_steps=5, episodes=1, episode_steps=2,
     )  # fmt: skip
     report = bench.run(settings)
     rows = report["rows"]
@@ -46,6 +47,10 @@ def test_smallest_run_is_well_formed(bench):
         ("start pooled", "none"),
         ("memory, 3 live envs", "none"),
         ("throughput, 3 envs round-robin", "none"),
+        ("step part (trivial env): wake-up + worker + read", "none"),
+        ("step part (50us env): accounting + wait policy (call minus the parts)", "none"),
+        ("episode part: acquire, cold (start a worker)", "none"),
+        ("episode part: close (kill + reap + scratch)", "none"),
     ]:
         assert key in by_key, f"missing row {key}; got {sorted(by_key)}"
     for row in rows:

@@ -1,0 +1,85 @@
+"""Starts off the episodes' critical path (issue 31): what a worker loads before it is ready, and how many wait.
+
+A worker started on demand (an episode is waiting for it) loads only what ``init`` needs; a pre-started one has
+also loaded numpy and the modules env code commonly uses, after hardening. The pool's ready queue grows to the
+demand it has seen, so an agent loop that runs N episodes at once finds N started workers at its next step.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from spade_envs.sandbox import SandboxConfig, SandboxUnavailable, WorkerPool, probe_isolation
+from spade_envs.sandbox.process import Worker
+
+LOADED_ENV = """
+import sys
+
+
+class LoadedEnv:
+    max_turns = 1
+
+    def reset(self, seed=None):
+        names = ("numpy", "spade_envs.tooluse", "dataclasses", "traceback", "spade_envs.contract")
+        return json.dumps([name for name in names if name in sys.modules]), {}
+
+    def step(self, action):
+        return "", 0.0, True, False, {}
+
+    def solution(self):
+        return ["x"]
+""".replace("import sys", "import json\nimport sys")
+
+
+def _level() -> str:
+    """The cheapest real level to start workers at: Landlock, else bubblewrap (never the unsandboxed ``none``)."""
+    try:
+        return probe_isolation(SandboxConfig(isolation="landlock", preload_numpy=False))
+    except SandboxUnavailable:
+        return probe_isolation(SandboxConfig(preload_numpy=False))
+
+
+def _loaded(worker: Worker) -> list[str]:
+    try:
+        worker.call("init", source=LOADED_ENV, filename="<loaded>")
+        return json.loads(worker.call("reset", seed=0)[0])
+    finally:
+        worker.kill()
+
+
+def test_a_worker_started_on_demand_loads_only_what_init_needs_and_a_pre_started_one_the_rest():
+    config = SandboxConfig(isolation=_level(), preload_numpy=True)
+    assert _loaded(Worker(config, config.isolation)) == ["spade_envs.contract"]
+    assert _loaded(Worker(config, config.isolation, warm=True)) == [
+        "numpy", "spade_envs.tooluse", "dataclasses", "traceback", "spade_envs.contract"
+    ]  # fmt: skip
+
+
+def _wait_ready(pool: WorkerPool, count: int, timeout: float = 60.0) -> int:
+    deadline = time.monotonic() + timeout
+    while pool.ready_count < count and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.3)  # and no more than that follow
+    return pool.ready_count
+
+
+def test_the_ready_queue_grows_to_the_most_workers_in_use_at_once():
+    config = SandboxConfig(isolation=_level(), pool_size=1, pool_max_ready=8, max_workers=6, preload_numpy=False)
+    with WorkerPool(config) as pool:
+        assert _wait_ready(pool, 1) == 1
+        workers = [pool.acquire() for _ in range(3)]
+        assert _wait_ready(pool, 1) == 1  # in use + ready may reach the demand seen (3): one ready
+        for worker in workers:
+            pool.release(worker)
+        assert _wait_ready(pool, 3) == 3  # none in use: as many ready as were in use at once
+        assert pool.ready_count + pool.live_count <= config.max_workers + config.pool_size
+
+
+def test_pool_max_ready_bounds_the_ready_queue():
+    config = SandboxConfig(isolation=_level(), pool_size=0, pool_max_ready=2, max_workers=6, preload_numpy=False)
+    with WorkerPool(config) as pool:
+        workers = [pool.acquire() for _ in range(4)]
+        for worker in workers:
+            pool.release(worker)
+        assert _wait_ready(pool, 2) == 2
