@@ -349,6 +349,7 @@ class Curriculum:
             metrics["spade/solve/env_fault_rate"] = 1 - len(ok) / len(plays)
             if ok:
                 metrics["spade/solve/win_rate"] = float(np.mean([p["outcome"] >= 1.0 for p in ok]))
+                metrics["spade/solve/plays"] = len(ok)  # the win rate's sample size (make learn's interval)
                 metrics["spade/solve/outcome_mean"] = float(np.mean([p["outcome"] for p in ok]))
         if self.run_dir is not None:
             with (self.run_dir / "spade_metrics.jsonl").open("a", encoding="utf-8") as f:

@@ -17,6 +17,7 @@ from recipe.spade.main_spade import prepare
 from recipe.spade.schedule import schedule_rows
 from recipe.spade.trainer import SpadeTrainer
 from spade_envs.builtin import builtin_source
+from spade_envs.builtin.ladder import write_ladder_pool
 from spade_envs.run_record import read_record
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "recipe" / "spade" / "config"
@@ -329,3 +330,15 @@ def test_a_resume_warns_when_spade_memory_changed(tmp_path, caplog):
     with caplog.at_level("WARNING", logger="recipe.spade.env_pool"):
         SpadeEnvPool(pool_config(tmp_path, "spade.memory.capacity=50"), restore_from=str(checkpoint))
     assert "capacity 1000 (saved) vs 50 (config)" in caplog.text
+
+
+def test_a_ladder_pool_plays_as_a_fixed_pool_and_its_win_rate_comes_with_its_plays(tmp_path):
+    """make learn trains on ladder rungs written as a fixed pool; its gap interval needs each step's play count."""
+    pool_dir = write_ladder_pool(tmp_path / "pool", ["AddEnv", "TwoDoorsEnv"])
+    pool = SpadeEnvPool(pool_config(tmp_path / "run", f"spade.fixed_env.pool_dir={pool_dir}"))
+    env = pool.agent_task(0, 0)["env_id"]
+    assert env in {"ladder-AddEnv", "ladder-TwoDoorsEnv"}
+    for outcome, fault in ((1.0, None), (0.0, None), (0.0, "step_exception")):
+        pool.record_play(env, 0, outcome, fault, 0)
+    row = pool.end_step({})
+    assert row["spade/solve/win_rate"] == 0.5 and row["spade/solve/plays"] == 2

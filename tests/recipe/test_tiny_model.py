@@ -207,6 +207,20 @@ def test_refuses_foreign_paths_and_bad_arguments(tmp_path: Path) -> None:
         build_tiny_qwen3(tmp_path / "m", seed=1.5)  # type: ignore[arg-type]
 
 
+def test_never_replaces_a_model_built_by_another_builder(tmp_path: Path) -> None:
+    # A converted SmolLM2 shares the marker file; pointing spade_cpu.tiny_model_dir at it used to wipe it and write a
+    # random tiny Qwen3 in its place (materialise() calls build_tiny_qwen3 on that directory).
+    smol = tmp_path / "smollm2"
+    smol.mkdir()
+    foreign = {"builder": "recipe.spade.cpu.tiny_model.smollm2_from_gguf", "version": 1, "gguf": "smollm2.gguf"}
+    (smol / MARKER_FILE).write_text(json.dumps(foreign))
+    (smol / "model.safetensors").write_bytes(b"real weights")
+    with pytest.raises(FileExistsError, match="built by 'recipe.spade.cpu.tiny_model.smollm2_from_gguf'.*refusing"):
+        build_tiny_qwen3(smol)
+    assert (smol / "model.safetensors").read_bytes() == b"real weights"
+    assert json.loads((smol / MARKER_FILE).read_text()) == foreign
+
+
 def test_cli_prints_path_and_parameter_count(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main([str(tmp_path / "cli"), "--seed", "3"]) == 0
     lines = capsys.readouterr().out.splitlines()

@@ -242,7 +242,7 @@ def _build_once(path: str | os.PathLike[str], marker: dict[str, Any], write: Cal
     target = Path(path).expanduser().resolve()
     if _read_marker(target) == marker:
         return target
-    _check_replaceable(target)
+    _check_replaceable(target, marker["builder"])
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.building-", dir=target.parent))
     try:
@@ -260,16 +260,27 @@ def _read_marker(directory: Path) -> dict[str, Any] | None:
         return None
 
 
-def _check_replaceable(target: Path) -> None:
+def _check_replaceable(target: Path, builder: str) -> None:
+    """Allow replacing ``target`` only if it is absent, empty, or an earlier build by the same ``builder``."""
     if target.is_file():
-        raise FileExistsError(f"{target} is a file; build_tiny_qwen3 needs a directory path")
-    if target.is_dir() and any(target.iterdir()) and _read_marker(target) is None:
+        raise FileExistsError(f"{target} is a file; the model builder needs a directory path")
+    if not target.is_dir() or not any(target.iterdir()):
+        return
+    found = _read_marker(target)
+    if found is None:
         raise FileExistsError(f"{target} is not empty and has no {MARKER_FILE}; refusing to overwrite it")
+    if found.get("builder") != builder:
+        # Both builders share the marker file; a different builder's model (say a converted SmolLM2 that
+        # spade_cpu.tiny_model_dir points at) is a real model, never a stale cache of this one.
+        raise FileExistsError(
+            f"{target} holds a model built by {found.get('builder')!r}, not {builder!r}; refusing to overwrite it "
+            "(point this builder at another directory)"
+        )
 
 
 def _move_into_place(staging: Path, target: Path, marker: dict[str, Any]) -> Path:
     if target.exists():
-        _check_replaceable(target)
+        _check_replaceable(target, marker["builder"])
         shutil.rmtree(target)
     try:
         staging.rename(target)
