@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -10,6 +12,30 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+
+#: Python's own handlers: the evaluation's Ctrl-C and SIGTERM tests need them. One CI run on xdist saw SIGINT do
+#: nothing in a worker, after some earlier test or in-process library in that worker had replaced the handler.
+_DEFAULT_HANDLERS = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
+
+
+def _reset_signal_handlers(when: str, nodeid: str) -> None:
+    for sig, default in _DEFAULT_HANDLERS.items():
+        handler = signal.getsignal(sig)
+        if handler is not default:
+            logging.getLogger("tests").warning("%s was handled by %r %s %s; reset", sig.name, handler, when, nodeid)
+            signal.signal(sig, default)
+
+
+@pytest.fixture(autouse=True)
+def _default_signal_handlers(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every test starts and ends with Python's SIGINT/SIGTERM handlers; a change is logged (warnings fail)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _reset_signal_handlers("before", request.node.nodeid)
+    yield
+    _reset_signal_handlers("after", request.node.nodeid)
+
 
 Responder = Callable[[dict[str, Any]], dict[str, Any] | tuple[int, str]]
 
