@@ -31,6 +31,21 @@ __all__ = ["replay_leak", "replay_tool_leak", "swapped", "tool_variants"]
 _NUMBER = re.compile(r"(?<!\d)(?<!\d[.,])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?!\d)")
 _WORD = re.compile(r"[^\W\d_]+")
 _BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>|<answer>(.*?)</answer>", re.DOTALL)
+#: Replays one seed may cost. A hint that names more of what the solution carries (a designer's list of thousands
+#: of digits, each a replayed episode) is flagged rather than played: no honest hint names that many values.
+MAX_REPLAYS = 64
+_TOO_MANY = (f"the hint names more than {MAX_REPLAYS} values the solution carries (each would be replayed); "
+             "a hint names approach, not values")  # fmt: skip
+
+
+def _replay_turns(max_turns: int | None, actions: list[str]) -> int:
+    """The turn limit of a replay: the caller's cap, else the solution's length and one more turn.
+
+    The unswapped solution wins within its own moves; a swapped one that has not won by then has lost, however large
+    the env's declared ``max_turns`` (a hostile env never ends the episode after a wrong value).
+    """
+    own = len(actions) + 1
+    return own if max_turns is None else min(max_turns, own)
 
 
 def _other_digits(text: str) -> str:
@@ -51,13 +66,17 @@ def replay_leak(env: RemoteEnv, hint: str, seed: int, actions: list[str], max_tu
 
     Each candidate value costs one episode in ``env``.
     """
+    replays, limit = 0, _replay_turns(max_turns, actions)
     for i, action in enumerate(actions):
         for value in named_values(hint, action):
             changed = swapped(action, value)
             if changed is None or changed == action:
                 continue
+            replays += 1
+            if replays > MAX_REPLAYS:
+                return _TOO_MANY
             trial = [*actions[:i], changed, *actions[i + 1 :]]
-            if not play(env, solution_policy(trial, "games"), seed, max_turns, setting="games").won:
+            if not play(env, solution_policy(trial, "games"), seed, limit, setting="games").won:
                 return (f"the hint names {' '.join(value)!r}, which move {i + 1} of the solution needs (replayed with "
                         "another value, the solution no longer wins)")  # fmt: skip
     return None
@@ -135,12 +154,16 @@ def replay_tool_leak(env: RemoteEnv, hint: str, seed: int, turns: list[str], max
 
     Each candidate costs one episode in ``env``, played in training's call order (``tools()`` after ``reset``).
     """
+    replays, limit = 0, _replay_turns(max_turns, turns)
     for i, turn in enumerate(turns):
         for part, changed in tool_variants(hint, turn):
             if changed == turn:
                 continue
+            replays += 1
+            if replays > MAX_REPLAYS:
+                return _TOO_MANY
             trial = [*turns[:i], changed, *turns[i + 1 :]]
-            result = play(env, solution_policy(trial, "tool_use"), seed, max_turns, setting="tool_use",
+            result = play(env, solution_policy(trial, "tool_use"), seed, limit, setting="tool_use",
                           after_reset=env.tools)  # fmt: skip
             if not result.won:
                 return (f"the hint names {part!r}, which turn {i + 1} of the solution needs (replayed with another "

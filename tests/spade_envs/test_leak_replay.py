@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from spade_envs.leak_replay import MAX_REPLAYS, replay_leak, replay_tool_leak
 from spade_envs.leaks import leak_check_scores
 from spade_envs.measure import vet_hint_on_seeds
 from spade_envs.sandbox import SandboxConfig, WorkerPool
@@ -108,6 +109,47 @@ def test_precision_and_recall_do_not_regress_and_the_doc_reports_them(split, poo
         row = (f"| {split} (replay) | {setting} | {t['cases']} | {t['tp'] + t['fn']} | {t['precision']:.2f} | "
                f"{t['recall']:.2f} |")  # fmt: skip
         assert row in doc, row
+
+
+class _CountingEnv:
+    """An in-process stand-in for a sandboxed tool-use env: wins when ``won(action)``, never ends otherwise."""
+
+    def __init__(self, won, max_turns: int = 10**12) -> None:
+        self.won, self.max_turns, self.episodes, self.steps = won, max_turns, 0, 0
+
+    def reset(self, seed):
+        self.episodes += 1
+        return "request", {}
+
+    def tools(self):
+        return []
+
+    def step(self, action):
+        self.steps += 1
+        assert self.steps < 10_000, "the replay does not end"
+        win = self.won(action)
+        return "ok", 1.0 if win else 0.0, win, False, {}
+
+
+def test_a_replay_ends_with_the_solution_even_if_the_env_never_ends_the_episode():
+    # a hostile env declares max_turns 10**12 and never terminates after a wrong value: the host must not loop
+    env = _CountingEnv(lambda a: '"code": 4821' in a)
+    turn = '<tool_call>{"name": "open", "arguments": {"code": 4821}}</tool_call>'
+    why = replay_tool_leak(env, "the code is 4821", 0, [turn], None)
+    assert why is not None and "no longer wins" in why and env.steps <= 3
+    env = _CountingEnv(lambda a: "4821" in a)
+    assert replay_leak(env, "the code is 4821", 0, ["enter 4821"], None) is not None and env.steps <= 3
+
+
+def test_a_hint_naming_thousands_of_carried_values_is_flagged_without_thousands_of_replays():
+    # every replay wins (the values are decoys), so without a budget each of 30,000 named digits costs an episode
+    env = _CountingEnv(lambda a: True, max_turns=30)
+    turn = f"<tool_call>{json.dumps({'name': 'f', 'arguments': {'xs': [1] * 3000}})}</tool_call>"
+    why = replay_tool_leak(env, "1", 0, [turn] * 10, None)
+    assert why is not None and "more than" in why and env.episodes <= MAX_REPLAYS
+    env = _CountingEnv(lambda a: True, max_turns=30)
+    why = replay_leak(env, "use 17", 0, ["press 17"] * 3000, None)
+    assert why is not None and "more than" in why and env.episodes <= MAX_REPLAYS
 
 
 if __name__ == "__main__":
