@@ -11,7 +11,9 @@ does not need (``inspect 1`` when inspecting is optional, the id of a look-up wh
 are approach.
 
 Games swap a token of a command (:func:`replay_leak`); tool use swaps one number or name (a capitalised word) of one
-``<tool_call>``'s arguments, or of the ``<answer>`` (:func:`replay_tool_leak`). Every replay is an
+``<tool_call>``'s arguments, or of the ``<answer>`` (:func:`replay_tool_leak`); a number the hint names whole also
+names its parts split over consecutive arguments (``4821``: ``48`` and ``21``, or ``4, 8, 2, 1``), and cents are
+named as dollars (``$12.50``: ``1250``). Every replay is an
 episode in the sandboxed ``env``: generated code never runs in this process.
 """
 
@@ -112,7 +114,8 @@ def _leaf_swaps(
         return
     if isinstance(value, (int, float)):
         text = str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
-        if says(tokens(text)):
+        cents = isinstance(value, int) and value >= 100 and value % 100  # 1250 cents: the hint's "$12.50"
+        if says(tokens(text)) or (cents and says(tokens(f"{value // 100}.{value % 100:02d}"))):
             other = _other_digits(text)
             yield text, int(other) if isinstance(value, int) else float(other)
     elif isinstance(value, str):
@@ -125,6 +128,39 @@ def _leaf_swaps(
         for i, item in enumerate(value):
             for part, changed in _leaf_swaps(item, says, kind):
                 yield part, [*value[:i], changed, *value[i + 1 :]]
+
+
+#: A value split over consecutive number arguments (``48`` and ``21``, or ``4, 8, 2, 1``): at most this many parts.
+_SPLIT_PARTS = 8
+
+
+def _number_leaves(value: Any) -> Iterator[str]:
+    """The digits of each whole-number leaf of a call's arguments (ints and digit strings), in order."""
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int):
+        if 0 <= value < 10**_SPLIT_PARTS:
+            yield str(value)
+    elif isinstance(value, str):
+        if value.strip().isdecimal() and len(value.strip()) <= _SPLIT_PARTS:
+            yield value.strip()
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _number_leaves(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _number_leaves(item)
+
+
+def _split_says(says: Callable[[Seq], bool], arguments: Any) -> Callable[[Seq], bool]:
+    """``says``, also true of the parts of a number the hint names whole (``4821`` names ``48`` and ``21``)."""
+    leaves, parts = list(_number_leaves(arguments)), set()
+    for i in range(len(leaves)):
+        for j in range(i + 2, min(i + _SPLIT_PARTS, len(leaves)) + 1):
+            whole = "".join(leaves[i:j])
+            if len(whole) >= 3 and says(tokens(whole)):
+                parts.update(tokens(leaf) for leaf in leaves[i:j])
+    return (lambda value: value in parts or says(value)) if parts else says
 
 
 def tool_variants(hint: str, turn: str) -> Iterator[tuple[str, str]]:
@@ -145,7 +181,7 @@ def tool_variants(hint: str, turn: str) -> Iterator[tuple[str, str]]:
             continue
         if not isinstance(call, dict):
             continue
-        for part, arguments in _leaf_swaps(call.get("arguments"), says):
+        for part, arguments in _leaf_swaps(call.get("arguments"), _split_says(says, call.get("arguments"))):
             yield part, f"{head}<tool_call>{json.dumps({**call, 'arguments': arguments})}</tool_call>{tail}"
 
 

@@ -152,6 +152,29 @@ def test_a_hint_naming_thousands_of_carried_values_is_flagged_without_thousands_
     assert why is not None and "more than" in why and env.episodes <= MAX_REPLAYS
 
 
+@pytest.mark.parametrize(
+    ("arguments", "hint"),
+    [
+        ({"a": 48, "b": 21}, "the code is 4821"),  # one value split over two arguments
+        ({"digits": [4, 8, 2, 1]}, "the code is 4821"),  # digit by digit, each under 10 (exempt by the token rules)
+        ({"pin": ["48", "21"]}, "the pin is four eight two one"),
+        ({"amount_cents": 1250}, "pay $12.50"),  # cents named as dollars
+    ],
+)
+def test_a_value_the_hint_names_in_another_form_than_the_call_carries_is_still_replayed(arguments, hint):
+    turn = f"<tool_call>{json.dumps({'name': 'pay', 'arguments': arguments})}</tool_call>"
+    env = _CountingEnv(lambda a: a == turn, max_turns=5)
+    why = replay_tool_leak(env, hint, 0, [turn], None)
+    assert why is not None and "no longer wins" in why
+
+
+def test_numbers_of_a_call_the_hint_does_not_name_whole_are_not_replayed():
+    turn = f"<tool_call>{json.dumps({'name': 'pay', 'arguments': {'a': 48, 'b': 21, 'cents': 1200}})}</tool_call>"
+    env = _CountingEnv(lambda a: a == turn, max_turns=5)
+    assert replay_tool_leak(env, "the code is 2148; pay 12 dollars", 0, [turn], None) is None
+    assert env.episodes == 0
+
+
 if __name__ == "__main__":
     with WorkerPool(SandboxConfig(call_timeout_s=5.0, soft_timeout_s=2.0, pool_size=1)) as main_pool:
         for name in ("dev", "heldout"):
