@@ -32,7 +32,9 @@ __all__ = ["replay_leak", "replay_tool_leak", "swapped", "tool_variants"]
 
 _NUMBER = re.compile(r"(?<!\d)(?<!\d[.,])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?!\d)")
 _WORD = re.compile(r"[^\W\d_]+")
-_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>|<answer>(.*?)</answer>", re.DOTALL)
+# found apart, as the env's parser finds them (spade_envs.tooluse.parse_agent_text): a call inside an answer is a call
+_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 #: Replays one seed may cost. A hint that names more of what the solution carries (a designer's list of thousands
 #: of digits, each a replayed episode) is flagged rather than played: no honest hint names that many values.
 MAX_REPLAYS = 64
@@ -169,10 +171,11 @@ def tool_variants(hint: str, turn: str) -> Iterator[tuple[str, str]]:
     A tool call whose JSON does not parse is left alone (the env rejects it anyway).
     """
     says = hint_says(hint)
-    for m in _BLOCK.finditer(turn):
+    blocks = sorted([*_ANSWER.finditer(turn), *_CALL.finditer(turn)], key=lambda m: m.start())
+    for m in blocks:
         head, tail = turn[: m.start()], turn[m.end() :]
-        if m.group(2) is not None:
-            for part, changed in _text_swaps(m.group(2), says):
+        if m.re is _ANSWER:
+            for part, changed in _text_swaps(m.group(1), says):
                 yield part, f"{head}<answer>{changed}</answer>{tail}"
             continue
         try:

@@ -23,6 +23,7 @@ from spade_envs.leak_replay import MAX_REPLAYS, replay_leak, replay_tool_leak
 from spade_envs.leaks import leak_check_scores
 from spade_envs.measure import vet_hint_on_seeds
 from spade_envs.sandbox import SandboxConfig, WorkerPool
+from spade_envs.tooluse import parse_agent_text
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = json.loads((Path(__file__).parent / "data" / "leak_replay_cases.json").read_text())
@@ -173,6 +174,19 @@ def test_numbers_of_a_call_the_hint_does_not_name_whole_are_not_replayed():
     env = _CountingEnv(lambda a: a == turn, max_turns=5)
     assert replay_tool_leak(env, "the code is 2148; pay 12 dollars", 0, [turn], None) is None
     assert env.episodes == 0
+
+
+def test_a_call_hidden_inside_an_answer_is_replayed_as_the_env_parses_it():
+    # the env's parser finds calls and answers apart; the replay read "<answer>...</answer>" as one block and swapped
+    # only its text, where the JSON escape \u0042ravo shows no capitalised "Bravo"
+    call = '<tool_call>{"name": "pay", "arguments": {"to": "\\u0042ravo"}}</tool_call>'
+    turn = f"<answer>sent</tool_call>{call}</answer>"
+
+    def won(action: str) -> bool:
+        return any(arguments.get("to") == "Bravo" for _name, arguments in parse_agent_text(action)[0])
+
+    why = replay_tool_leak(_CountingEnv(won, max_turns=5), "send it to Bravo", 0, [turn], None)
+    assert why is not None and "no longer wins" in why
 
 
 if __name__ == "__main__":
