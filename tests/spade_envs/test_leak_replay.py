@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from spade_envs.leak_replay import MAX_REPLAYS, replay_leak, replay_tool_leak
-from spade_envs.leaks import leak_check_scores
+from spade_envs.leaks import hint_leaks, leak_check_scores
 from spade_envs.measure import vet_hint_on_seeds
 from spade_envs.sandbox import SandboxConfig, WorkerPool
 from spade_envs.tooluse import parse_agent_text
@@ -187,6 +187,21 @@ def test_a_call_hidden_inside_an_answer_is_replayed_as_the_env_parses_it():
 
     why = replay_tool_leak(_CountingEnv(won, max_turns=5), "send it to Bravo", 0, [turn], None)
     assert why is not None and "no longer wins" in why
+
+
+def test_digits_of_another_script_are_the_same_number():
+    # int() reads fullwidth and Arabic-Indic digits, so an env may take "４８２１" for 4821; the hint may write either
+    ascii_call = '<tool_call>{"name": "open", "arguments": {"code": 4821}}</tool_call>'
+    wide_call = '<tool_call>{"name": "open", "arguments": {"code": "\uff14\uff18\uff12\uff11"}}</tool_call>'
+
+    def won(action: str) -> bool:
+        return any(int(arguments["code"]) == 4821 for _name, arguments in parse_agent_text(action)[0])
+
+    for hint, turn in [("the code is 4821", wide_call), ("the code is \uff14\uff18\uff12\uff11", ascii_call),
+                       ("the code is \u0664\u0668\u0662\u0661", ascii_call)]:  # fmt: skip
+        assert hint_leaks(hint, "tool_use", solution_actions=[turn], visible_text="[]") is not None, hint
+        why = replay_tool_leak(_CountingEnv(won, max_turns=5), hint, 0, [turn], None)
+        assert why is not None and "no longer wins" in why, hint
 
 
 if __name__ == "__main__":
