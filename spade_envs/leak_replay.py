@@ -103,7 +103,7 @@ def _text_swaps(
     skip = COMMON_WORDS | kind if len(tokens(text)) > 1 else COMMON_WORDS
     names = {w.lower() for w in _WORD.findall(text) if w[0].isupper() and len(w) >= 2}
     for word in sorted(names - skip):
-        if says((word,)):
+        if says(tokens(word)):
             pattern = re.compile(rf"(?<![A-Za-z0-9]){re.escape(word)}(?![A-Za-z0-9])", re.IGNORECASE)
             yield word, pattern.sub("q" * max(3, len(word)), text)
 

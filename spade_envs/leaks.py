@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -97,6 +98,8 @@ def _norm(token: str) -> str:
 
 def tokens(text: str) -> Seq:
     """The normalised token sequence of ``text`` (see the module docstring)."""
+    if not text.isascii():  # compatibility forms (fullwidth Ｂｒａｖｏ) are the letters an env's NFKC reads
+        text = unicodedata.normalize("NFKC", text)
     return tuple(_norm(t) for t in _TOKEN.findall(_THOUSANDS.sub("", text)))
 
 

@@ -14,6 +14,7 @@ tests/spade_envs/test_leak_replay.py``.
 from __future__ import annotations
 
 import json
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -202,6 +203,20 @@ def test_digits_of_another_script_are_the_same_number():
         assert hint_leaks(hint, "tool_use", solution_actions=[turn], visible_text="[]") is not None, hint
         why = replay_tool_leak(_CountingEnv(won, max_turns=5), hint, 0, [turn], None)
         assert why is not None and "no longer wins" in why, hint
+
+
+def test_a_name_in_fullwidth_letters_is_the_name():
+    # an env that reads NFKC takes "Ｂｒａｖｏ" for "Bravo": a hint naming it in either form names it
+    wide = "\uff22\uff52\uff41\uff56\uff4f"
+    call = f'<tool_call>{{"name": "pay", "arguments": {{"to": "{wide}"}}}}</tool_call>'
+
+    def won(action: str) -> bool:
+        calls = parse_agent_text(action)[0]
+        return any(unicodedata.normalize("NFKC", arguments["to"]) == "Bravo" for _name, arguments in calls)
+
+    why = replay_tool_leak(_CountingEnv(won, max_turns=5), "send it to Bravo", 0, [call], None)
+    assert why is not None and "no longer wins" in why
+    assert hint_leaks(f"send it to {wide}", "tool_use", solution_actions=[call.replace(wide, "Bravo")]) is not None
 
 
 if __name__ == "__main__":
