@@ -112,7 +112,8 @@ class RunRecord:
         return out
 
     def _append(self, entry: dict[str, Any]) -> None:
-        line = (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8")
+        # a lone surrogate (env text may hold one) has no UTF-8 form: written as "?" rather than failing the run
+        line = (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8", errors="replace")
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             done = 0
@@ -126,7 +127,7 @@ class RunRecord:
         """Resume: drop the entries of steps after ``step`` (atomically); returns how many were dropped."""
         if not self.path.exists():
             return 0
-        lines = self.path.read_bytes().decode("utf-8", errors="replace").splitlines(keepends=True)
+        lines = _lines(self.path)
         kept = [ln for ln in lines if ln.endswith("\n") and _step(ln) <= step]
         if len(kept) < len(lines):
             tmp = self.path.with_name(RECORD_FILE + ".tmp")
@@ -134,6 +135,12 @@ class RunRecord:
             tmp.replace(self.path)
             self.size = self.path.stat().st_size
         return len(lines) - len(kept)
+
+
+def _lines(path: Path) -> list[str]:
+    """The file's lines, split at newlines only: JSON keeps U+2028, U+0085 and the like raw, inside an entry."""
+    parts = path.read_bytes().decode("utf-8", errors="replace").split("\n")
+    return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
 
 
 def _step(line: str) -> int:
@@ -152,7 +159,7 @@ def read_record(path: str | Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     entries = []
-    for line in path.read_bytes().decode("utf-8", errors="replace").splitlines(keepends=True):
+    for line in _lines(path):
         if not line.endswith("\n"):
             break
         try:

@@ -92,7 +92,7 @@ _CLASSES = {tokenize.STRING: "str", tokenize.COMMENT: "com", tokenize.NUMBER: "n
 def highlight_python(source: str) -> str:
     """``source`` as escaped HTML with keywords, strings, comments and numbers marked (plain past a tokenizer error)."""
     starts = [0]
-    for line in source.splitlines(keepends=True):
+    for line in io.StringIO(source).readlines():  # the tokenizer's lines (split at \n only), not str.splitlines
         starts.append(starts[-1] + len(line))
     out, pos = [], 0
     try:

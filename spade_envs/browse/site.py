@@ -26,7 +26,7 @@ def build_site(run_dir: str | Path, out: str | Path | None = None) -> Path:
     pages.update({f"designs/{design_id(d)}.html": design_page(d) for d in run.designs})
     for name, text in pages.items():
         tmp = folder / (name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
+        tmp.write_text(text, encoding="utf-8", errors="replace")  # a lone surrogate from the record: "?"
         tmp.replace(folder / name)  # a browser reloading meanwhile sees the old page or the new one, never half
     return folder / "index.html"
 

@@ -10,7 +10,7 @@ import urllib.request
 from spade_envs.browse.html import highlight_python
 from spade_envs.browse.site import site_server
 from spade_envs.cli import main
-from spade_envs.run_record import RECORD_FILE, RecordCaps, RunRecord
+from spade_envs.run_record import RECORD_FILE, RecordCaps, RunRecord, read_record
 
 MARKUP = "<script>document.documentElement.dataset.pwned = 'yes'</script>"
 
@@ -96,3 +96,30 @@ def test_the_served_site_rebuilds_on_each_visit_of_the_overview(tmp_path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_line_separator_in_env_text_hides_no_later_entry(tmp_path):
+    record = RunRecord(tmp_path, RecordCaps())  # JSON keeps U+2028 / U+0085 raw; only "\n" ends an entry
+    record.write(
+        {"kind": "design", "step": 0, "design": 0, "skill": "s", "verdict": "rejected", "reason": "a\u2028b\x85c"}
+    )
+    record.write({"kind": "design", "step": 0, "design": 1, "skill": "s", "verdict": "rejected"})
+    assert [e.get("design") for e in read_record(tmp_path)] == [None, 0, 1]
+    assert record.truncate_after(0) == 0 and len(read_record(tmp_path)) == 3
+
+
+def test_a_lone_surrogate_in_env_text_neither_stops_the_record_nor_the_site(tmp_path):
+    RunRecord(tmp_path, RecordCaps()).write(
+        {"kind": "design", "step": 0, "design": 0, "skill": "s", "verdict": "rejected", "reason": "x\ud800y"}
+    )
+    hostile = {"kind": "design", "step": 0, "design": 1, "skill": "s", "verdict": "rejected", "reason": "p\udfffq"}
+    with (tmp_path / RECORD_FILE).open("a") as f:
+        f.write(json.dumps(hostile) + "\n")  # as a hostile run could write it: an escaped lone surrogate
+    assert main(["browse", str(tmp_path), "--out", str(tmp_path / "site")]) == 0
+    assert "x?y" in (tmp_path / "site" / "designs" / "s0-d0.html").read_text()
+    assert "p?q" in (tmp_path / "site" / "designs" / "s0-d1.html").read_text()
+
+
+def test_highlighting_counts_lines_as_the_tokenizer_does():
+    html = highlight_python("x = '\u2028\x0c'\nimport os  # c\n")
+    assert '<span class="kw">import</span> os  <span class="com"># c</span>' in html
