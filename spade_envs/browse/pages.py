@@ -18,8 +18,17 @@ __all__ = ["design_page", "designs_page", "episodes_page", "overview_page"]
 _ARM_NAMES = {"no_hint": "no hint", "hint": "hint", "placebo": "placebo"}
 
 
+def _fmt(value: Any, digits: int = 3) -> str:
+    """A number with ``digits`` decimals, as text; anything else a hostile record holds in its place as it is."""
+    try:
+        return "-" if value is None else f"{float(value):.{digits}f}"
+    except (TypeError, ValueError, OverflowError):
+        return str(value)
+
+
 def _num(value: Any, digits: int = 3) -> str:
-    return "-" if value is None else f"{float(value):.{digits}f}"
+    """:func:`_fmt` as HTML."""
+    return esc(_fmt(value, digits))
 
 
 def _series(rows: list[dict[str, Any]], key: str) -> list[tuple[float, float]]:
@@ -157,9 +166,9 @@ def design_page(d: dict[str, Any]) -> str:
     """One design: its verdict and scores, document head, highlighted source, hint, per-seed arms, transcripts."""
     facts = [("step / design", f"{d['step']} / {d['design']}"), ("skill", d.get("skill")),
              ("document", d.get("doc_id")), ("verdict", d.get("verdict")), ("failure code", d.get("code")),
-             ("reason", d.get("reason")), ("reward", _num(d.get("reward"))), ("advantage", _num(d.get("advantage"))),
-             ("trained", d.get("trained")), ("win rate (no hint)", _num(d.get("win_rate"), 2)),
-             ("regret (credited)", _num(d.get("regret"), 2)), ("regret (raw)", _num(d.get("raw_regret"), 2)),
+             ("reason", d.get("reason")), ("reward", _fmt(d.get("reward"))), ("advantage", _fmt(d.get("advantage"))),
+             ("trained", d.get("trained")), ("win rate (no hint)", _fmt(d.get("win_rate"), 2)),
+             ("regret (credited)", _fmt(d.get("regret"), 2)), ("regret (raw)", _fmt(d.get("raw_regret"), 2)),
              ("hint verdict", d.get("hint_failure") or ("ok" if d.get("hint") else "-")),
              ("hint verdict reason", d.get("hint_reason"))]  # fmt: skip
     parts = ["<table>" + "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in facts) + "</table>"]
@@ -171,7 +180,7 @@ def design_page(d: dict[str, Any]) -> str:
     if d.get("source") is not None:
         label = kind.get(d.get("source_kind") or "", "source")
         code = d["source"] if d.get("source_kind") == "raw" else None
-        shown = esc(code) if code is not None else highlight_python(d["source"])
+        shown = esc(code) if code is not None else highlight_python(str(d["source"]))
         parts.append(f'<h2>{esc(label)}</h2><pre id="source" class="python">{shown}</pre>')
     if d.get("hint_text") is not None:
         parts.append(f"<h2>Hint as written</h2><pre>{esc(d['hint_text'])}</pre>")
@@ -202,6 +211,6 @@ def episodes_page(run: Run) -> str:
     for e in run.episodes:
         group = ", ".join(f"{_num(g['reward'], 2)} / {_num(g['advantage'], 2)}" for g in e.get("group") or [])
         head = (f"<h2>step {esc(e['step'])}, row {esc(e['slot'])}: {esc(e['env_id'])} ({esc(e.get('skill'))})</h2>"
-                f"<p>group reward / advantage: {esc(group) or '-'}</p>")  # fmt: skip
+                f"<p>group reward / advantage: {group or '-'}</p>")  # fmt: skip
         parts.append(head + _transcript(e.get("transcript") or {}, "training play"))
     return page("Training episodes", "".join(parts) or '<p class="muted">none recorded yet</p>')

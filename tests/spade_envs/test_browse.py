@@ -123,3 +123,19 @@ def test_a_lone_surrogate_in_env_text_neither_stops_the_record_nor_the_site(tmp_
 def test_highlighting_counts_lines_as_the_tokenizer_does():
     html = highlight_python("x = '\u2028\x0c'\nimport os  # c\n")
     assert '<span class="kw">import</span> os  <span class="com"># c</span>' in html
+
+
+def test_a_hostile_record_with_odd_types_in_place_of_numbers_and_text_still_builds(tmp_path):
+    play = {
+        "seed": 1,
+        "outcome": 10**400,
+        "rewards": ["<b>x</b>"],
+        "turns": [{"role": "agent", "text": {"a": 1}, "reward": "y"}],
+    }
+    entry = {"kind": "design", "step": 0, "design": 0, "skill": "s", "verdict": "rejected", "source": 123,
+             "reward": "<i>r</i>", "seeds": [1], "arms": {"no_hint": "ab"},
+             "transcripts": {"no_hint": [play]}}  # fmt: skip
+    (tmp_path / RECORD_FILE).write_text(json.dumps(entry) + "\n")
+    assert main(["browse", str(tmp_path), "--out", str(tmp_path / "site")]) == 0
+    page = (tmp_path / "site" / "designs" / "s0-d0.html").read_text()
+    assert "&lt;i&gt;r&lt;/i&gt;" in page and "&lt;b&gt;x&lt;/b&gt;" in page and "<i>r" not in page
