@@ -11,7 +11,9 @@ does not need (``inspect 1`` when inspecting is optional, the id of a look-up wh
 are approach.
 
 Games swap a token of a command (:func:`replay_leak`); tool use swaps one number or name (a capitalised word) of one
-``<tool_call>``'s arguments, or of the ``<answer>`` (:func:`replay_tool_leak`). Every replay is an
+``<tool_call>``'s arguments, or of the ``<answer>`` (:func:`replay_tool_leak`); a number the hint names whole also
+names its parts split over consecutive arguments (``4821``: ``48`` and ``21``, or ``4, 8, 2, 1``), and cents are
+named as dollars (``$12.50``: ``1250``). Every replay is an
 episode in the sandboxed ``env``: generated code never runs in this process.
 """
 
@@ -30,7 +32,24 @@ __all__ = ["replay_leak", "replay_tool_leak", "swapped", "tool_variants"]
 
 _NUMBER = re.compile(r"(?<!\d)(?<!\d[.,])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?!\d)")
 _WORD = re.compile(r"[^\W\d_]+")
-_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>|<answer>(.*?)</answer>", re.DOTALL)
+# found apart, as the env's parser finds them (spade_envs.tooluse.parse_agent_text): a call inside an answer is a call
+_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+#: Replays one seed may cost. A hint that names more of what the solution carries (a designer's list of thousands
+#: of digits, each a replayed episode) is flagged rather than played: no honest hint names that many values.
+MAX_REPLAYS = 64
+_TOO_MANY = (f"the hint names more than {MAX_REPLAYS} values the solution carries (each would be replayed); "
+             "a hint names approach, not values")  # fmt: skip
+
+
+def _replay_turns(max_turns: int | None, actions: list[str]) -> int:
+    """The turn limit of a replay: the caller's cap, else the solution's length and one more turn.
+
+    The unswapped solution wins within its own moves; a swapped one that has not won by then has lost, however large
+    the env's declared ``max_turns`` (a hostile env never ends the episode after a wrong value).
+    """
+    own = len(actions) + 1
+    return own if max_turns is None else min(max_turns, own)
 
 
 def _other_digits(text: str) -> str:
@@ -51,13 +70,17 @@ def replay_leak(env: RemoteEnv, hint: str, seed: int, actions: list[str], max_tu
 
     Each candidate value costs one episode in ``env``.
     """
+    replays, limit = 0, _replay_turns(max_turns, actions)
     for i, action in enumerate(actions):
         for value in named_values(hint, action):
             changed = swapped(action, value)
             if changed is None or changed == action:
                 continue
+            replays += 1
+            if replays > MAX_REPLAYS:
+                return _TOO_MANY
             trial = [*actions[:i], changed, *actions[i + 1 :]]
-            if not play(env, solution_policy(trial, "games"), seed, max_turns, setting="games").won:
+            if not play(env, solution_policy(trial, "games"), seed, limit, setting="games").won:
                 return (f"the hint names {' '.join(value)!r}, which move {i + 1} of the solution needs (replayed with "
                         "another value, the solution no longer wins)")  # fmt: skip
     return None
@@ -80,7 +103,7 @@ def _text_swaps(
     skip = COMMON_WORDS | kind if len(tokens(text)) > 1 else COMMON_WORDS
     names = {w.lower() for w in _WORD.findall(text) if w[0].isupper() and len(w) >= 2}
     for word in sorted(names - skip):
-        if says((word,)):
+        if says(tokens(word)):
             pattern = re.compile(rf"(?<![A-Za-z0-9]){re.escape(word)}(?![A-Za-z0-9])", re.IGNORECASE)
             yield word, pattern.sub("q" * max(3, len(word)), text)
 
@@ -93,7 +116,8 @@ def _leaf_swaps(
         return
     if isinstance(value, (int, float)):
         text = str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
-        if says(tokens(text)):
+        cents = isinstance(value, int) and value >= 100 and value % 100  # 1250 cents: the hint's "$12.50"
+        if says(tokens(text)) or (cents and says(tokens(f"{value // 100}.{value % 100:02d}"))):
             other = _other_digits(text)
             yield text, int(other) if isinstance(value, int) else float(other)
     elif isinstance(value, str):
@@ -108,16 +132,50 @@ def _leaf_swaps(
                 yield part, [*value[:i], changed, *value[i + 1 :]]
 
 
+#: A value split over consecutive number arguments (``48`` and ``21``, or ``4, 8, 2, 1``): at most this many parts.
+_SPLIT_PARTS = 8
+
+
+def _number_leaves(value: Any) -> Iterator[str]:
+    """The digits of each whole-number leaf of a call's arguments (ints and digit strings), in order."""
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int):
+        if 0 <= value < 10**_SPLIT_PARTS:
+            yield str(value)
+    elif isinstance(value, str):
+        if value.strip().isdecimal() and len(value.strip()) <= _SPLIT_PARTS:
+            yield value.strip()
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _number_leaves(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _number_leaves(item)
+
+
+def _split_says(says: Callable[[Seq], bool], arguments: Any) -> Callable[[Seq], bool]:
+    """``says``, also true of the parts of a number the hint names whole (``4821`` names ``48`` and ``21``)."""
+    leaves, parts = list(_number_leaves(arguments)), set()
+    for i in range(len(leaves)):
+        for j in range(i + 2, min(i + _SPLIT_PARTS, len(leaves)) + 1):
+            whole = "".join(leaves[i:j])
+            if len(whole) >= 3 and says(tokens(whole)):
+                parts.update(tokens(leaf) for leaf in leaves[i:j])
+    return (lambda value: value in parts or says(value)) if parts else says
+
+
 def tool_variants(hint: str, turn: str) -> Iterator[tuple[str, str]]:
     """``(named part, turn with it swapped)``: each argument value or answer part of ``turn`` that ``hint`` names.
 
     A tool call whose JSON does not parse is left alone (the env rejects it anyway).
     """
     says = hint_says(hint)
-    for m in _BLOCK.finditer(turn):
+    blocks = sorted([*_ANSWER.finditer(turn), *_CALL.finditer(turn)], key=lambda m: m.start())
+    for m in blocks:
         head, tail = turn[: m.start()], turn[m.end() :]
-        if m.group(2) is not None:
-            for part, changed in _text_swaps(m.group(2), says):
+        if m.re is _ANSWER:
+            for part, changed in _text_swaps(m.group(1), says):
                 yield part, f"{head}<answer>{changed}</answer>{tail}"
             continue
         try:
@@ -126,7 +184,7 @@ def tool_variants(hint: str, turn: str) -> Iterator[tuple[str, str]]:
             continue
         if not isinstance(call, dict):
             continue
-        for part, arguments in _leaf_swaps(call.get("arguments"), says):
+        for part, arguments in _leaf_swaps(call.get("arguments"), _split_says(says, call.get("arguments"))):
             yield part, f"{head}<tool_call>{json.dumps({**call, 'arguments': arguments})}</tool_call>{tail}"
 
 
@@ -135,12 +193,16 @@ def replay_tool_leak(env: RemoteEnv, hint: str, seed: int, turns: list[str], max
 
     Each candidate costs one episode in ``env``, played in training's call order (``tools()`` after ``reset``).
     """
+    replays, limit = 0, _replay_turns(max_turns, turns)
     for i, turn in enumerate(turns):
         for part, changed in tool_variants(hint, turn):
             if changed == turn:
                 continue
+            replays += 1
+            if replays > MAX_REPLAYS:
+                return _TOO_MANY
             trial = [*turns[:i], changed, *turns[i + 1 :]]
-            result = play(env, solution_policy(trial, "tool_use"), seed, max_turns, setting="tool_use",
+            result = play(env, solution_policy(trial, "tool_use"), seed, limit, setting="tool_use",
                           after_reset=env.tools)  # fmt: skip
             if not result.won:
                 return (f"the hint names {part!r}, which turn {i + 1} of the solution needs (replayed with another "

@@ -7,8 +7,9 @@ set of cases (``tests/spade_envs/data/leak_cases.json``); this module implements
 
 Values are compared as **token sequences**: lower-cased runs of letters or of digits (``12kg`` is ``12 kg``,
 ``ACC-7731`` is ``acc 7731``, ``banjo=2`` is ``banjo 2``), numbers by value (``1,234.50`` is ``1234.5``,
-``0946`` is ``946``), a 3+ digit number also as its digits one by one (``4 8 2 1``), and filler words (``and``,
-``then``, ``to``, ...) ignored between tokens, so ``2, 5 and 7`` matches the list ``2 5 7``.
+``0946`` is ``946``, fullwidth ``４８２１`` is ``4821``), a 3+ digit number also as its digits one by one
+(``4 8 2 1``), and filler words (``and``, ``then``, ``to``, ...) ignored between tokens, so ``2, 5 and 7`` matches
+the list ``2 5 7``.
 
 **Games** (the player sees the first observation; ``other_solutions`` are the solutions of the other vetted seeds,
 which tell instance values from constants of the game):
@@ -39,6 +40,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -86,6 +88,8 @@ def check_setting(setting: str) -> None:
 
 def _norm(token: str) -> str:
     if token[0].isdigit():
+        if not token.isascii():  # fullwidth ４８２１, Arabic-Indic ٤٨٢١: the digits int() reads, so the env does too
+            token = "".join(str(int(c)) if c.isdecimal() else c for c in token)
         if "." in token:
             token = token.rstrip("0").rstrip(".")
         return token.lstrip("0") or "0"
@@ -94,6 +98,8 @@ def _norm(token: str) -> str:
 
 def tokens(text: str) -> Seq:
     """The normalised token sequence of ``text`` (see the module docstring)."""
+    if not text.isascii():  # compatibility forms (fullwidth Ｂｒａｖｏ) are the letters an env's NFKC reads
+        text = unicodedata.normalize("NFKC", text)
     return tuple(_norm(t) for t in _TOKEN.findall(_THOUSANDS.sub("", text)))
 
 

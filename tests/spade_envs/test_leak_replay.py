@@ -14,14 +14,17 @@ tests/spade_envs/test_leak_replay.py``.
 from __future__ import annotations
 
 import json
+import unicodedata
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from spade_envs.leaks import leak_check_scores
+from spade_envs.leak_replay import MAX_REPLAYS, replay_leak, replay_tool_leak
+from spade_envs.leaks import hint_leaks, leak_check_scores
 from spade_envs.measure import vet_hint_on_seeds
 from spade_envs.sandbox import SandboxConfig, WorkerPool
+from spade_envs.tooluse import parse_agent_text
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = json.loads((Path(__file__).parent / "data" / "leak_replay_cases.json").read_text())
@@ -108,6 +111,112 @@ def test_precision_and_recall_do_not_regress_and_the_doc_reports_them(split, poo
         row = (f"| {split} (replay) | {setting} | {t['cases']} | {t['tp'] + t['fn']} | {t['precision']:.2f} | "
                f"{t['recall']:.2f} |")  # fmt: skip
         assert row in doc, row
+
+
+class _CountingEnv:
+    """An in-process stand-in for a sandboxed tool-use env: wins when ``won(action)``, never ends otherwise."""
+
+    def __init__(self, won, max_turns: int = 10**12) -> None:
+        self.won, self.max_turns, self.episodes, self.steps = won, max_turns, 0, 0
+
+    def reset(self, seed):
+        self.episodes += 1
+        return "request", {}
+
+    def tools(self):
+        return []
+
+    def step(self, action):
+        self.steps += 1
+        assert self.steps < 10_000, "the replay does not end"
+        win = self.won(action)
+        return "ok", 1.0 if win else 0.0, win, False, {}
+
+
+def test_a_replay_ends_with_the_solution_even_if_the_env_never_ends_the_episode():
+    # a hostile env declares max_turns 10**12 and never terminates after a wrong value: the host must not loop
+    env = _CountingEnv(lambda a: '"code": 4821' in a)
+    turn = '<tool_call>{"name": "open", "arguments": {"code": 4821}}</tool_call>'
+    why = replay_tool_leak(env, "the code is 4821", 0, [turn], None)
+    assert why is not None and "no longer wins" in why and env.steps <= 3
+    env = _CountingEnv(lambda a: "4821" in a)
+    assert replay_leak(env, "the code is 4821", 0, ["enter 4821"], None) is not None and env.steps <= 3
+
+
+def test_a_hint_naming_thousands_of_carried_values_is_flagged_without_thousands_of_replays():
+    # every replay wins (the values are decoys), so without a budget each of 30,000 named digits costs an episode
+    env = _CountingEnv(lambda a: True, max_turns=30)
+    turn = f"<tool_call>{json.dumps({'name': 'f', 'arguments': {'xs': [1] * 3000}})}</tool_call>"
+    why = replay_tool_leak(env, "1", 0, [turn] * 10, None)
+    assert why is not None and "more than" in why and env.episodes <= MAX_REPLAYS
+    env = _CountingEnv(lambda a: True, max_turns=30)
+    why = replay_leak(env, "use 17", 0, ["press 17"] * 3000, None)
+    assert why is not None and "more than" in why and env.episodes <= MAX_REPLAYS
+
+
+@pytest.mark.parametrize(
+    ("arguments", "hint"),
+    [
+        ({"a": 48, "b": 21}, "the code is 4821"),  # one value split over two arguments
+        ({"digits": [4, 8, 2, 1]}, "the code is 4821"),  # digit by digit, each under 10 (exempt by the token rules)
+        ({"pin": ["48", "21"]}, "the pin is four eight two one"),
+        ({"amount_cents": 1250}, "pay $12.50"),  # cents named as dollars
+    ],
+)
+def test_a_value_the_hint_names_in_another_form_than_the_call_carries_is_still_replayed(arguments, hint):
+    turn = f"<tool_call>{json.dumps({'name': 'pay', 'arguments': arguments})}</tool_call>"
+    env = _CountingEnv(lambda a: a == turn, max_turns=5)
+    why = replay_tool_leak(env, hint, 0, [turn], None)
+    assert why is not None and "no longer wins" in why
+
+
+def test_numbers_of_a_call_the_hint_does_not_name_whole_are_not_replayed():
+    turn = f"<tool_call>{json.dumps({'name': 'pay', 'arguments': {'a': 48, 'b': 21, 'cents': 1200}})}</tool_call>"
+    env = _CountingEnv(lambda a: a == turn, max_turns=5)
+    assert replay_tool_leak(env, "the code is 2148; pay 12 dollars", 0, [turn], None) is None
+    assert env.episodes == 0
+
+
+def test_a_call_hidden_inside_an_answer_is_replayed_as_the_env_parses_it():
+    # the env's parser finds calls and answers apart; the replay read "<answer>...</answer>" as one block and swapped
+    # only its text, where the JSON escape \u0042ravo shows no capitalised "Bravo"
+    call = '<tool_call>{"name": "pay", "arguments": {"to": "\\u0042ravo"}}</tool_call>'
+    turn = f"<answer>sent</tool_call>{call}</answer>"
+
+    def won(action: str) -> bool:
+        return any(arguments.get("to") == "Bravo" for _name, arguments in parse_agent_text(action)[0])
+
+    why = replay_tool_leak(_CountingEnv(won, max_turns=5), "send it to Bravo", 0, [turn], None)
+    assert why is not None and "no longer wins" in why
+
+
+def test_digits_of_another_script_are_the_same_number():
+    # int() reads fullwidth and Arabic-Indic digits, so an env may take "４８２１" for 4821; the hint may write either
+    ascii_call = '<tool_call>{"name": "open", "arguments": {"code": 4821}}</tool_call>'
+    wide_call = '<tool_call>{"name": "open", "arguments": {"code": "\uff14\uff18\uff12\uff11"}}</tool_call>'
+
+    def won(action: str) -> bool:
+        return any(int(arguments["code"]) == 4821 for _name, arguments in parse_agent_text(action)[0])
+
+    for hint, turn in [("the code is 4821", wide_call), ("the code is \uff14\uff18\uff12\uff11", ascii_call),
+                       ("the code is \u0664\u0668\u0662\u0661", ascii_call)]:  # fmt: skip
+        assert hint_leaks(hint, "tool_use", solution_actions=[turn], visible_text="[]") is not None, hint
+        why = replay_tool_leak(_CountingEnv(won, max_turns=5), hint, 0, [turn], None)
+        assert why is not None and "no longer wins" in why, hint
+
+
+def test_a_name_in_fullwidth_letters_is_the_name():
+    # an env that reads NFKC takes "Ｂｒａｖｏ" for "Bravo": a hint naming it in either form names it
+    wide = "\uff22\uff52\uff41\uff56\uff4f"
+    call = f'<tool_call>{{"name": "pay", "arguments": {{"to": "{wide}"}}}}</tool_call>'
+
+    def won(action: str) -> bool:
+        calls = parse_agent_text(action)[0]
+        return any(unicodedata.normalize("NFKC", arguments["to"]) == "Bravo" for _name, arguments in calls)
+
+    why = replay_tool_leak(_CountingEnv(won, max_turns=5), "send it to Bravo", 0, [call], None)
+    assert why is not None and "no longer wins" in why
+    assert hint_leaks(f"send it to {wide}", "tool_use", solution_actions=[call.replace(wide, "Bravo")]) is not None
 
 
 if __name__ == "__main__":
