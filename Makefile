@@ -11,7 +11,7 @@ PIP := $(PY) -m pip
 TORCH_PIP_ARGS ?=
 # Two pytest-xdist workers (its load scheduling): on 2 cores the suite's many waits (sandbox timeouts, subprocesses,
 # Ray start-up) overlap: pytest took 16 min on a fresh clone here, where the smaller serial suite took 18-20 (README).
-# PYTEST_WORKERS=0 runs it serially.
+# PYTEST_WORKERS=0 runs it serially. The 20 slowest tests are listed at the end (CI's time is budgeted).
 PYTEST_WORKERS ?= 2
 PYTEST_ARGS ?=
 # pip on some machines warns about absent local wheel folders; keep the log readable.
@@ -41,7 +41,7 @@ lint: install
 	$(VENV)/bin/ruff format --check .
 
 test: lint
-	$(VENV)/bin/pytest $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadgroup) $(PYTEST_ARGS)
+	$(VENV)/bin/pytest --durations=20 $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadgroup) $(PYTEST_ARGS)
 
 # The main job on the embedded default: a tiny SPADE self-play run on CPU (real verl 0.9.1 V1 trainer, tiny random
 # Qwen3, built-in envs seeded into memory) told in under 60 lines by recipe/spade/demo.py: a header, one line per

@@ -27,7 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from recipe.spade.learn_stats import Gap, StepRate, gap_over_last_third, write_figure
 
-__all__ = ["arm_command", "main", "pick_rungs", "read_steps"]
+__all__ = ["arm_command", "main", "pick_arms", "pick_rungs", "read_steps"]
 
 _ROOT = Path(__file__).resolve().parents[2]
 CONFIG = _ROOT / "recipe" / "spade" / "config" / "learn.yaml"
@@ -144,8 +144,24 @@ def run_arm(cfg: DictConfig, arm: str, model: str, pool_dir: Path, run_dir: Path
     return seen
 
 
-def summarise(cfg: DictConfig, run_dir: Path, arms: dict[str, list[StepRate]], rungs: list[str], wall: float) -> Gap:
-    """Print and write the gap, its interval and the figure."""
+def pick_arms(cfg: DictConfig) -> list[str]:
+    """``arms`` in run order; an unknown name or a repeat is an error."""
+    arms = list(cfg.arms)
+    if not arms or any(a not in ARMS for a in arms) or len(set(arms)) != len(arms):
+        raise ValueError(f"arms must be a non-empty list of distinct names from {list(ARMS)}, got {arms}")
+    return arms
+
+
+def summarise(
+    cfg: DictConfig, run_dir: Path, arms: dict[str, list[StepRate]], rungs: list[str], wall: float
+) -> Gap | None:
+    """Print and write the gap, its interval and the figure (no gap unless both arms ran)."""
+    summary = {"rungs": rungs, "arm": OmegaConf.to_container(cfg.arm), "gap": None,
+               "steps": {a: [asdict(r) for r in arms[a]] for a in arms}, "wall_s": round(wall, 1)}  # fmt: skip
+    if set(arms) != set(ARMS):
+        print(f"only the {', '.join(arms)} arm ran: no gap; total {wall:.0f} s")
+        (run_dir / "learn_summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        return None
     b = cfg.bootstrap
     gap = gap_over_last_third(arms["trained"], arms["control"], resamples=b.resamples, level=b.level, seed=b.seed)
     figure = write_figure(run_dir / "learn.png", {a: arms[a] for a in ("trained", "control")},
@@ -156,8 +172,7 @@ def summarise(cfg: DictConfig, run_dir: Path, arms: dict[str, list[StepRate]], r
           f"(trained {gap.trained:.2f}, control {gap.control:.2f}); {int(gap.level * 100)}% bootstrap interval "
           f"[{gap.low:+.2f}, {gap.high:+.2f}], {verdict}")  # fmt: skip
     print(f"figure: {figure or 'not drawn (matplotlib missing)'}; total {wall:.0f} s")
-    summary = {"rungs": rungs, "arm": OmegaConf.to_container(cfg.arm), "gap": asdict(gap) | {"gap": gap.gap},
-               "steps": {a: [asdict(r) for r in arms[a]] for a in arms}, "wall_s": round(wall, 1)}  # fmt: skip
+    summary["gap"] = asdict(gap) | {"gap": gap.gap}
     (run_dir / "learn_summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return gap
 
@@ -173,7 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cfg = load_config(args.fast, args.overrides)
     from spade_envs.builtin.ladder import write_ladder_pool
 
-    rungs = pick_rungs(cfg)
+    rungs, arm_names = pick_rungs(cfg), pick_arms(cfg)
     run_dir = Path(args.run_dir).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     start = time.time()
@@ -189,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"rows x {a.n} samples, {a.turn_tokens}-token turns, lr {a.lr}; control first (frozen actor), then "
           f"trained; run dir {run_dir}", flush=True)  # fmt: skip
     arms: dict[str, list[StepRate]] = {}
-    for arm in ARMS:
+    for arm in arm_names:
         arms[arm] = run_arm(cfg, arm, model, pool_dir, run_dir, arms.get("control", []), args.verbose)
     summarise(cfg, run_dir, arms, rungs, time.time() - start)
     return 0

@@ -1,6 +1,8 @@
-"""``make learn``'s command end to end, structurally: both arms through the real launcher and verl's V1 trainer with
-the tiny random model (one step each; it cannot learn), the step lines, the gap line, the figure and the summary.
-The learning run itself is benchmarks/bench_learn.py (SmolLM2, minutes per step)."""
+"""``make learn``'s command end to end, structurally: the frozen control arm through the real launcher and verl's V1
+trainer with the tiny random model (one step; it cannot learn), its step line and summary, and that verl never
+updates its actor. The trained arm differs only in ``trainer.critic_warmup`` (pinned in test_learn_stats.py, with
+the gap, its line and the figure); its actor update is the one every other CPU trainer run makes. One arm keeps CI's
+time down (each arm is a trainer start-up). The learning run itself is benchmarks/bench_learn.py."""
 
 from __future__ import annotations
 
@@ -14,25 +16,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_make_learns_command_runs_a_frozen_control_and_a_trained_arm_and_summarises(tmp_path):
+def test_make_learns_control_arm_runs_through_the_trainer_and_never_updates_the_actor(tmp_path):
     env = {**os.environ, "SKIP_DOCTOR": "1"}  # the launchers' preflight has its own tests
     command = [sys.executable, "-m", "recipe.spade.learn", "--fast", "--run-dir", str(tmp_path), "model_dir=tiny",
                "rungs=[CompareEnv]", "arm.steps=1", "arm.n=2", "arm.micro_batch=4",
-               "arm.prompt_length=512"]  # fmt: skip
+               "arm.prompt_length=512", "arms=[control]"]  # fmt: skip
     run = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=ROOT, env=env)
-    logs = "".join(
-        (tmp_path / a / "learn.log").read_text()[-3000:] for a in ("control", "trained") if (tmp_path / a).exists()
-    )
-    assert run.returncode == 0, run.stdout + run.stderr + logs
+    log = tmp_path / "control" / "learn.log"
+    assert run.returncode == 0, run.stdout + run.stderr + (log.read_text()[-3000:] if log.exists() else "")
     lines = run.stdout.splitlines()
     assert re.match(r"  control  step  0  win 0\.\d\d \(\d+/4\)  \d+ s \(incl\. start-up\)$", lines[1]), lines
-    assert re.match(r"  trained  step  0  win 0\.\d\d \(\d+/4\)  control 0\.\d\d  \d+ s", lines[3]), lines
-    assert (
-        lines[-2].startswith("trained - control over the last third (step 0): ") and "bootstrap interval" in lines[-2]
-    )
+    assert lines[-1].startswith("only the control arm ran: no gap; total "), lines
     summary = json.loads((tmp_path / "learn_summary.json").read_text())
-    assert summary["rungs"] == ["CompareEnv"] and summary["gap"]["steps"] == [0]
-    assert [s["plays"] for s in summary["steps"]["control"]] == [4] == [s["plays"] for s in summary["steps"]["trained"]]
-    assert (tmp_path / "learn.png").stat().st_size > 1000
-    control, trained = ((tmp_path / a / "learn.log").read_text() for a in ("control", "trained"))
-    assert "actor/pg_loss" not in control and "actor/pg_loss" in trained  # only the trained arm updates the actor
+    assert summary["rungs"] == ["CompareEnv"] and summary["gap"] is None and list(summary["steps"]) == ["control"]
+    assert [s["plays"] for s in summary["steps"]["control"]] == [4]
+    assert not (tmp_path / "trained").exists()
+    control = log.read_text()
+    # verl ran the step (the rollout's metrics are logged) and skipped the actor update: the control stays frozen
+    assert "spade/solve/win_rate" in control and "actor/pg_loss" not in control

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from recipe.spade.learn import arm_command, load_config, pick_rungs, read_steps
+from recipe.spade.learn import _line, arm_command, load_config, pick_arms, pick_rungs, read_steps, summarise
 from recipe.spade.learn_stats import StepRate, gap_over_last_third, last_third, write_figure
 
 
@@ -64,3 +64,27 @@ def test_rungs_come_from_the_band_and_only_the_control_arm_is_frozen(tmp_path):
     assert (
         f"spade.fixed_env.pool_dir={tmp_path / 'pool'}" in control and "+ray_kwargs.ray_init.address=local" in control
     )
+
+
+def test_the_summary_gives_the_gap_with_both_arms_and_none_with_one(tmp_path, capsys):
+    cfg = load_config(True)
+    control, trained = arm([0.25, 0.25, 0.3]), arm([0.4, 0.8, 0.9])
+    gap = summarise(cfg, tmp_path, {"control": control, "trained": trained}, ["SayWordEnv"], 12.0)
+    out = capsys.readouterr().out.splitlines()
+    assert gap is not None and gap.excludes_zero and gap.steps == (3,)
+    assert out[0].startswith("trained - control over the last third (step 3): +0.59") and "excludes 0" in out[0]
+    summary = json.loads((tmp_path / "learn_summary.json").read_text())
+    assert summary["gap"]["gap"] == pytest.approx(gap.gap) and [s["wins"] for s in summary["steps"]["trained"]] == [
+        13,
+        26,
+        29,
+    ]
+    assert summarise(cfg, tmp_path, {"control": control}, ["SayWordEnv"], 5.0) is None
+    assert capsys.readouterr().out == "only the control arm ran: no gap; total 5 s\n"
+    assert json.loads((tmp_path / "learn_summary.json").read_text())["gap"] is None
+    line = _line("trained", trained[1], control[1], first=False)
+    assert line == "  trained  step  2  win 0.81 (26/32)  control 0.25  10 s"
+    assert pick_arms(cfg) == ["control", "trained"]
+    for bad in ("arms=[]", "arms=[trained,trained]", "arms=[frozen]"):
+        with pytest.raises(ValueError, match="arms must be a non-empty list of distinct names"):
+            pick_arms(load_config(True, [bad]))
