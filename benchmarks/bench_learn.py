@@ -20,6 +20,8 @@ RECORDED = _ROOT / "benchmarks" / "learn_recorded.json"
 
 def _gap(summary: dict) -> str:
     g = summary["gap"]
+    if g is None:
+        return "none (one arm ran)"
     return f"{g['gap']:+.2f} [{g['low']:+.2f}, {g['high']:+.2f}] over steps {g['steps'][0]}-{g['steps'][-1]}"
 
 
@@ -27,7 +29,7 @@ def table(summary: dict, recorded: dict | None) -> list[str]:
     """Fixed-width lines: one per step of this run (with the recorded run's win rates), then both gaps."""
 
     def by_step(s: dict, arm: str) -> dict[int, dict]:
-        return {row["step"]: row for row in s["steps"][arm]}
+        return {row["step"]: row for row in s["steps"].get(arm, [])}
 
     arms = {a: by_step(summary, a) for a in ("trained", "control")}
     old = {a: by_step(recorded, a) for a in ("trained", "control")} if recorded else {"trained": {}, "control": {}}

@@ -65,6 +65,10 @@ CONFIG = {
     "episode_cpu_s": 10,
     "memory_mb": 512,
     "pool_size": 2,
+    # small file and scratch caps: the attack that hits them writes a few MiB, not 50 (it must finish inside the
+    # 1 s soft timeout on a loaded CI machine; at 16/32 MiB it once took 1.3 s at load 18)
+    "file_size_mb": 4,
+    "scratch_mb": 8,
 }
 #: The repository root: bound read-only into every worker (the worker imports the contract from it).
 REPO_ROOT = str(Path(spade_envs.__file__).resolve().parents[1])
@@ -487,8 +491,8 @@ def pids_not_visible(out: Outcome, host: Host) -> None:
 
 
 def file_size_is_capped(out: Outcome, _host: Host) -> None:
-    assert "File too large" in out.lines["32 MiB file"]
-    assert out.lines["20 files of 1 MiB"].startswith("SUCCEEDED")
+    assert "File too large" in out.lines["8 MiB file"]
+    assert out.lines["6 files of 1 MiB"].startswith("SUCCEEDED")  # the cap is per file: 6 MiB in all fits
 
 
 def fds_are_the_protocol_pipes(out: Outcome, _host: Host) -> None:
@@ -973,9 +977,9 @@ ATTACKS = [
                     f.write(b"x" * size)
             return count * size
 
-        lines = [attempt("32 MiB file", write, "big", 32 << 20)]
-        os.remove("big0")  # the first 16 MiB were written: free them for the next attempt
-        lines.append(attempt("20 files of 1 MiB", write, "small", 1 << 20, 20))
+        lines = [attempt("8 MiB file", write, "big", 8 << 20)]
+        os.remove("big0")  # the first 4 MiB were written: free them for the next attempt
+        lines.append(attempt("6 files of 1 MiB", write, "small", 1 << 20, 6))
         return "\\n".join(lines)
         """,
         file_size_is_capped,
