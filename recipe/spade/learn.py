@@ -201,8 +201,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     pool_dir = write_ladder_pool(run_dir / "pool", rungs)
     a = cfg.arm
     print(f"make learn: {model} on {', '.join(rungs)} (baselines in {list(cfg.band)}); {a.steps} steps x {a.rows} "
-          f"rows x {a.n} samples, {a.turn_tokens}-token turns, lr {a.lr}; control first (frozen actor), then "
-          f"trained; run dir {run_dir}", flush=True)  # fmt: skip
+          f"rows x {a.n} samples, {a.turn_tokens}-token turns, lr {a.lr}; arms: {', then '.join(arm_names)} "
+          f"(control: frozen actor); run dir {run_dir}", flush=True)  # fmt: skip
     arms: dict[str, list[StepRate]] = {}
     for arm in arm_names:
         arms[arm] = run_arm(cfg, arm, model, pool_dir, run_dir, arms.get("control", []), args.verbose)
