@@ -3,13 +3,20 @@
 ``four thousand seven hundred twenty one`` reads as ``4721``, ``twelve hundred`` as ``1200``, and a run of single
 digits (``four seven two one``) as the digits in order, ``4721``. A lone digit word (``three``, ``one``) stays a
 word: honest hints say "the three numbers" and "one step at a time" far more often than they spell a one-digit
-answer. :func:`spoken_numbers` rewrites a token sequence (:func:`spade_envs.leaks.tokens`) so the leak check can
-look values up in it as if they had been written in digits.
+answer. An ordinal names a position, so it is read as its number (``the third lever`` is ``3``, ``twenty-first`` is
+``21``) unless it orders the procedure (``the second step``, ``the third turn``); ``first`` and ``second`` are read
+only after ``the`` (``read the inbox first``, ``a second request`` are approach). :func:`spoken_numbers` rewrites a
+token sequence (:func:`spade_envs.hint_reading.tokens`) so the leak check can look values up in it as if they had
+been written in digits; :func:`amounts` then reads percentages and cents as the values a call carries (``15
+percent`` is ``0.15``, ``19 dollars and 99 cents`` is ``19.99``).
 """
 
 from __future__ import annotations
 
-__all__ = ["spoken_numbers"]
+import re
+from decimal import Decimal
+
+__all__ = ["amounts", "spoken_numbers"]
 
 _UNITS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine".split())}
 _TEENS = {w: 10 + i for i, w in enumerate(
@@ -17,6 +24,26 @@ _TEENS = {w: 10 + i for i, w in enumerate(
 _TENS = {w: 10 * i for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split(), 2)}
 _SCALES = {"thousand": 1000, "million": 1_000_000}
 _WORDS = {**_UNITS, **_TEENS, **_TENS}
+#: Ordinals, as the cardinal word they stand for (``third`` counts as ``three``, ``hundredth`` as ``hundred``).
+_ORDINALS = {
+    **dict(zip("first second third fourth fifth sixth seventh eighth ninth".split(), list(_UNITS)[1:], strict=True)),
+    **{w + "th": w for w in _TEENS if w != "twelve"},
+    "twelfth": "twelve",
+    **{w[:-1] + "ieth": w for w in _TENS},
+    "hundredth": "hundred",
+    "thousandth": "thousand",
+}
+#: Ordinals that are mostly adverbs or a unit of time (``check it first``, ``wait a second``): read after ``the`` only.
+_ADVERBIAL = frozenset({"first", "second"})
+#: Nouns an ordinal orders the procedure by, not the world: ``the second step`` names no value.
+_PROCEDURE = frozenset(
+    """step steps time times turn turns round rounds phase phases stage stages try tries attempt attempts pass call
+    calls request requests question questions move moves action actions message messages reply answer part half
+    line task goal thing""".split()
+)
+_CURRENCY = frozenset({"dollar", "dollars", "euro", "euros", "pound", "pounds", "buck", "bucks", "usd", "eur"})
+_CENTS = frozenset({"cent", "cents", "pence", "penny", "pennies"})
+_NUMBER = re.compile(r"\d+(?:\.\d+)?|\.\d+")
 
 
 def _value(run: list[str]) -> str:
@@ -35,13 +62,33 @@ def _value(run: list[str]) -> str:
     return str(total + current)
 
 
+def _ordinal(seq: tuple[str, ...], i: int, in_run: bool) -> str | None:
+    """The cardinal word ``seq[i]`` stands for when it is an ordinal naming a position, else ``None``."""
+    word = _ORDINALS.get(seq[i])
+    if word is None or (i + 1 < len(seq) and seq[i + 1] in _PROCEDURE):
+        return None
+    if seq[i] in _ADVERBIAL and not in_run and (i == 0 or seq[i - 1] != "the"):
+        return None
+    return word
+
+
 def spoken_numbers(seq: tuple[str, ...]) -> tuple[str, ...]:
-    """``seq`` with every run of number words replaced by its value in digits (``and`` inside a run is skipped)."""
+    """``seq`` with every run of number words replaced by its value in digits (``and`` inside a run is skipped).
+
+    An ordinal ends its run (``twenty first`` is ``21``; ``the third`` alone is ``3``, never a lone word).
+    """
     out: list[str] = []
     run: list[str] = []
     for i, token in enumerate(seq):
+        ordinal = _ordinal(seq, i, bool(run))
+        if ordinal is not None:
+            run.append(ordinal)
+            value = _value(run)
+            out.append(value if value not in _UNITS else str(_UNITS[value]))
+            run = []
+            continue
         number = token in _WORDS or token == "hundred" or token in _SCALES
-        joins = token == "and" and run and i + 1 < len(seq) and seq[i + 1] in _WORDS
+        joins = token == "and" and run and i + 1 < len(seq) and (seq[i + 1] in _WORDS or seq[i + 1] in _ORDINALS)
         if number or joins:
             if number:
                 run.append(token)
@@ -52,4 +99,54 @@ def spoken_numbers(seq: tuple[str, ...]) -> tuple[str, ...]:
         out.append(token)
     if run:
         out.append(_value(run))
+    return tuple(out)
+
+
+def _number(token: str) -> Decimal | None:
+    """The value of a number token (``15``, ``19.99``, ``.15``: tokens are normalised), else ``None``."""
+    return Decimal(token) if _NUMBER.fullmatch(token) else None
+
+
+def _plain(value: Decimal) -> str:
+    text = format(value, "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def _at(seq: tuple[str, ...], i: int) -> str:
+    return seq[i] if i < len(seq) else ""
+
+
+def amounts(seq: tuple[str, ...]) -> tuple[str, ...]:
+    """``seq`` (after :func:`spoken_numbers`) with percentages as rates and dollars-and-cents as one amount.
+
+    ``15 percent`` / ``15 per cent`` become ``0.15``; ``19 dollars and 99 cents`` (currency word or ``and``, not
+    both needed: ``$19 and 99 cents`` tokenises as ``19 and 99 cents``) becomes ``19.99``; ``99 cents`` alone
+    ``0.99``.
+    """
+    out: list[str] = []
+    i = 0
+    while i < len(seq):
+        n = _number(seq[i])
+        if n is None:
+            out.append(seq[i])
+            i += 1
+            continue
+        if _at(seq, i + 1) == "percent" or (_at(seq, i + 1), _at(seq, i + 2)) == ("per", "cent"):
+            out.append(_plain(n / 100))
+            i += 2 if seq[i + 1] == "percent" else 3
+            continue
+        j = i + 1 + (_at(seq, i + 1) in _CURRENCY)
+        j += _at(seq, j) == "and"
+        m = _number(_at(seq, j))
+        whole = n == n.to_integral_value()
+        cents = m is not None and m == m.to_integral_value() and m < 100 and _at(seq, j + 1) in _CENTS
+        if whole and j > i + 1 and m is not None and cents:
+            out.append(_plain(n + m / 100))
+            i = j + 2
+        elif whole and n < 100 and _at(seq, i + 1) in _CENTS:
+            out.append(_plain(n / 100))
+            i += 2
+        else:
+            out.append(seq[i])
+            i += 1
     return tuple(out)
