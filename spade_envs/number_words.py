@@ -4,8 +4,9 @@
 digits (``four seven two one``) as the digits in order, ``4721``. A lone digit word (``three``, ``one``) stays a
 word: honest hints say "the three numbers" and "one step at a time" far more often than they spell a one-digit
 answer. An ordinal names a position, so it is read as its number (``the third lever`` is ``3``, ``twenty-first`` is
-``21``) unless it orders the procedure (``the second step``, ``the third turn``); ``first`` and ``second`` are read
-only after ``the`` (``read the inbox first``, ``a second request`` are approach). :func:`spoken_numbers` rewrites a
+``21``) unless it orders the procedure (``the second step``, ``the third turn``); ``second`` is read only after
+``the`` (``a second request`` is approach), and ``first`` only inside a number (``read the inbox first``, ``the
+first item`` are how honest hints order the work). :func:`spoken_numbers` rewrites a
 token sequence (:func:`spade_envs.hint_reading.tokens`) so the leak check can look values up in it as if they had
 been written in digits; :func:`amounts` then reads percentages and cents as the values a call carries (``15
 percent`` is ``0.15``, ``19 dollars and 99 cents`` is ``19.99``).
@@ -33,13 +34,16 @@ _ORDINALS = {
     "hundredth": "hundred",
     "thousandth": "thousand",
 }
-#: Ordinals that are mostly adverbs or a unit of time (``check it first``, ``wait a second``): read after ``the`` only.
-_ADVERBIAL = frozenset({"first", "second"})
+#: ``first`` orders what an honest hint says far too often to name a value (``read the inbox first``, ``check the
+#: first item``: 4 false alarms on the built-ins' tool-use solutions, which need 1 often): read inside a number only
+#: (``twenty-first``). ``second`` is an adverb or a unit of time (``wait a second``): read after ``the`` only.
+_ONLY_IN_A_NUMBER = frozenset({"first"})
+_AFTER_THE = frozenset({"second"})
 #: Nouns an ordinal orders the procedure by, not the world: ``the second step`` names no value.
 _PROCEDURE = frozenset(
     """step steps time times turn turns round rounds phase phases stage stages try tries attempt attempts pass call
     calls request requests question questions move moves action actions message messages reply answer part half
-    line task goal thing""".split()
+    line task goal thing check checks look looks""".split()
 )
 _CURRENCY = frozenset({"dollar", "dollars", "euro", "euros", "pound", "pounds", "buck", "bucks", "usd", "eur"})
 _CENTS = frozenset({"cent", "cents", "pence", "penny", "pennies"})
@@ -67,7 +71,7 @@ def _ordinal(seq: tuple[str, ...], i: int, in_run: bool) -> str | None:
     word = _ORDINALS.get(seq[i])
     if word is None or (i + 1 < len(seq) and seq[i + 1] in _PROCEDURE):
         return None
-    if seq[i] in _ADVERBIAL and not in_run and (i == 0 or seq[i - 1] != "the"):
+    if not in_run and (seq[i] in _ONLY_IN_A_NUMBER or (seq[i] in _AFTER_THE and (i == 0 or seq[i - 1] != "the"))):
         return None
     return word
 

@@ -185,7 +185,7 @@ def vet(source: str, hint: str, pool: WorkerPool, setting: str) -> str | None:
 @pytest.mark.parametrize(
     ("lever", "hint"),
     [("3", "Pull the third lever, then open."), ("2", "Press the second lever and open the door."),
-     ("4", "Pull fourth from the left, then open."), ("1", "Pull the first lever, then open.")],
+     ("4", "Pull fourth from the left, then open.")],
 )  # fmt: skip
 def test_an_ordinal_naming_the_needed_value_is_a_leak(lever, hint, pool):
     why = vet(LEVERS.replace("LEVER", lever), hint, pool, "games")
