@@ -6,8 +6,9 @@ Values are compared as **token sequences**: lower-cased runs of letters or of di
 between tokens, so ``2, 5 and 7`` matches the list ``2 5 7``. A hint names a value (:func:`hint_says`) when the
 value occurs in one of its readings: as written; with numbers in words read as digits, ordinals as positions
 (``the third lever``: :mod:`spade_envs.number_words`); with percentages and cents read as amounts (``15%`` is
-``0.15``, ``nineteen dollars and ninety-nine cents`` is ``19.99``); a 3+ digit number digit by digit (``4 8 2 1``);
-a 3+ letter word letter by letter (``m-a-r-i-g-o-l-d``, ``O R C H I D``).
+``0.15``, ``nineteen dollars and ninety-nine cents`` is ``19.99``); a 3+ digit number or 3+ letter word in
+consecutive pieces of its kind (digit by digit ``4 8 2 1``, ``48-21``, letter by letter ``m-a-r-i-g-o-l-d``,
+``O R C H I D``, ``mari gold``).
 """
 
 from __future__ import annotations
@@ -89,7 +90,22 @@ class HintReading:
         if any(contains(view, value) for view in self.views):
             return True
         if len(value) == 1 and len(value[0]) >= 3 and (value[0].isdigit() or value[0].isalpha()):
-            return contains(self.raw, tuple(value[0]))  # one by one: 4 8 2 1, m-a-r-i-g-o-l-d, O R C H I D
+            return self._in_pieces(value[0])
+        return False
+
+    def _in_pieces(self, value: str) -> bool:
+        """``value`` in 2+ consecutive pieces of its kind (``4 8 2 1``, ``48-21``, ``O R C H I D``, ``mari gold``)."""
+        kind = str.isdigit if value.isdigit() else str.isalpha
+        for i, first in enumerate(self.raw):
+            if not value.startswith(first) or first == value:
+                continue
+            joined = first
+            for piece in self.raw[i + 1 :]:
+                joined += piece
+                if not kind(piece) or not value.startswith(joined):
+                    break
+                if joined == value:
+                    return True
         return False
 
 

@@ -73,7 +73,7 @@ def swapped(action: str, value: Seq) -> str | None:
     token = value[0]
     for m in _SPAN.finditer(action):
         if tokens(m.group()) == (token,):
-            other = _other_digits(m.group()) if token[0].isdigit() else "q" * max(2, len(token))
+            other = _other_digits(m.group()) if m.group()[0].isdecimal() else "q" * max(2, len(token))
             return action[: m.start()] + other + action[m.end() :]
     return None
 

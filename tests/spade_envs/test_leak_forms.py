@@ -3,7 +3,8 @@
 Every case is vetted as the pipeline vets a hint (:func:`spade_envs.measure.vet_hint_on_seeds`: token rules, then
 replay in the sandbox) on a small env whose solution needs a value the hint writes in another form: an ordinal
 (``the third lever``), a percentage (``15%`` for a rate of 0.15), digits or letters of another script in the
-solution's own move, letters spelled one by one, cents in words, and a number split over two tool calls or moves.
+solution's own move, a word or number in pieces (``O R C H I D``, ``48-21``), cents in words, and a number split over
+two tool calls or moves.
 Each leak has an honest control on the same env that must stay clean.
 """
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from spade_envs.leak_replay import swapped
 from spade_envs.measure import vet_hint_on_seeds
 from spade_envs.sandbox import SandboxConfig, WorkerPool
 
@@ -226,11 +228,26 @@ def test_a_games_replay_swaps_a_value_the_solution_writes_in_another_script(word
 
 @pytest.mark.parametrize(
     ("env", "hint"),
-    [("g_passphrase", "The passphrase is M A R I G O L D."), ("g_archive", "Speak o-r-c-h-i-d at the door.")],
+    [("g_passphrase", "The passphrase is M A R I G O L D."), ("g_archive", "Speak o-r-c-h-i-d at the door."),
+     ("g_passphrase", "Tell the guard mari-gold.")],
 )  # fmt: skip
 def test_a_word_spelled_letter_by_letter_is_a_leak(env, hint, pool):
     why = vet(REPLAY_ENVS[env]["source"], hint, pool, "games")
     assert why is not None, hint
+
+
+def test_a_number_written_in_pieces_is_a_leak(pool):
+    source = KEYPAD.replace("WORD", "bravo").replace("CODE", "4821")
+    why = vet(source, "Greet with the word, then enter 48-21.", pool, "games")
+    assert why is not None and "no longer wins" in why, why
+
+
+def test_a_move_is_swapped_by_the_value_it_reads_as():
+    # a rate reads as .15 (leading zero dropped) and a code in fullwidth digits as 4821: both are found and swapped
+    # for another value of the same shape, never for letters
+    assert swapped("set rate 0.15", (".15",)) == "set rate 5.60"
+    assert swapped("enter \uff14\uff18\uff12\uff11 now", ("4821",)) == "enter 9376 now"
+    assert swapped("pay 1,250 now", ("1250",)) == "pay 6,705 now"
 
 
 def test_single_letters_that_spell_nothing_needed_are_no_leak(pool):
