@@ -8,8 +8,8 @@ answer. An ordinal names a position, so it is read as its number (``the third le
 ``the`` (``a second request`` is approach), and ``first`` only inside a number (``read the inbox first``, ``the
 first item`` are how honest hints order the work). :func:`spoken_numbers` rewrites a
 token sequence (:func:`spade_envs.hint_reading.tokens`) so the leak check can look values up in it as if they had
-been written in digits; :func:`amounts` then reads percentages and cents as the values a call carries (``15
-percent`` is ``0.15``, ``19 dollars and 99 cents`` is ``19.99``).
+been written in digits; :func:`amounts` then reads decimals, percentages and cents as the values a call carries
+(``zero point one five`` and ``15 percent`` are ``0.15``, ``19 dollars and 99 cents`` is ``19.99``).
 """
 
 from __future__ import annotations
@@ -120,13 +120,34 @@ def _at(seq: tuple[str, ...], i: int) -> str:
     return seq[i] if i < len(seq) else ""
 
 
+def _digit_text(token: str) -> str | None:
+    """``token`` as plain digits: a digit run, or a lone digit word that :func:`spoken_numbers` left a word."""
+    return token if token.isdigit() else str(_UNITS[token]) if token in _UNITS else None
+
+
+def _decimals(seq: tuple[str, ...]) -> tuple[str, ...]:
+    """A decimal point in words: ``19 point 99`` (``nineteen point nine nine``) is ``19.99``."""
+    out: list[str] = []
+    i = 0
+    while i < len(seq):
+        left, right = _digit_text(seq[i]), _digit_text(_at(seq, i + 2)) if _at(seq, i + 1) == "point" else None
+        if left is not None and right is not None:
+            out.append(f"{left}.{right}")
+            i += 3
+        else:
+            out.append(seq[i])
+            i += 1
+    return tuple(out)
+
+
 def amounts(seq: tuple[str, ...]) -> tuple[str, ...]:
     """``seq`` (after :func:`spoken_numbers`) with percentages as rates and dollars-and-cents as one amount.
 
     ``15 percent`` / ``15 per cent`` become ``0.15``; ``19 dollars and 99 cents`` (currency word or ``and``, not
     both needed: ``$19 and 99 cents`` tokenises as ``19 and 99 cents``) becomes ``19.99``; ``99 cents`` alone
-    ``0.99``.
+    ``0.99``; a decimal point in words is read first (``twelve point five percent`` is ``0.125``).
     """
+    seq = _decimals(seq)
     out: list[str] = []
     i = 0
     while i < len(seq):

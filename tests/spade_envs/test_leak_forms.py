@@ -203,7 +203,9 @@ def test_an_ordinal_of_the_procedure_is_no_leak(lever, hint, pool):
     assert vet(LEVERS.replace("LEVER", lever), hint, pool, "games") is None
 
 
-@pytest.mark.parametrize("hint", ["Tip 15%.", "The house tip is fifteen per cent."])
+@pytest.mark.parametrize(
+    "hint", ["Tip 15%.", "The house tip is fifteen per cent.", "Set the rate to zero point one five."]
+)
 def test_a_percentage_naming_the_needed_rate_is_a_leak(hint, pool):
     why = vet(TIP.replace("RATE", "0.15"), hint, pool, "tool_use")
     assert why is not None and "0.15" in why, why
