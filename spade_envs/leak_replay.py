@@ -4,17 +4,18 @@ The token rules of :mod:`spade_envs.leaks` compare the hint with the solution's 
 same on every vetted seed (games) or shown in the tool interface or too small to tell (tool use), so a designer
 could make the answer a constant (a fixed password for a middle move, a fixed answer among 25 distractors, a
 recipient listed in a tool's ``enum``) and have the hint name it. Here nothing is exempt; instead each value a
-solution move carries that the hint names (in digits or in words) is *replayed*: the solution is played from
-``reset`` with that value swapped for another of the same shape, and if it then no longer wins, the value is what
-the env wanted found, and the hint handed it over, even when the env shows it among distractors. Values the solution
-does not need (``inspect 1`` when inspecting is optional, the id of a look-up whose result the replay never reads)
-are approach.
+solution move carries that the hint names (in any reading: :mod:`spade_envs.hint_reading`) is *replayed*: the
+solution is played from ``reset`` with that value swapped for another of the same shape, and if it then no longer
+wins, the value is what the env wanted found, and the hint handed it over, even when the env shows it among
+distractors. Values the solution does not need (``inspect 1`` when inspecting is optional, the id of a look-up whose
+result the replay never reads) are approach.
 
-Games swap a token of a command (:func:`replay_leak`); tool use swaps one number or name (a capitalised word) of one
-``<tool_call>``'s arguments, or of the ``<answer>`` (:func:`replay_tool_leak`); a number the hint names whole also
-names its parts split over consecutive arguments (``4821``: ``48`` and ``21``, or ``4, 8, 2, 1``), and cents are
-named as dollars (``$12.50``: ``1250``). Every replay is an
-episode in the sandboxed ``env``: generated code never runs in this process.
+Games swap a token of a command, found as the env reads it (fullwidth ``４８２１`` is ``4821``: :func:`replay_leak`);
+tool use swaps one number or name (a capitalised word) of one ``<tool_call>``'s arguments, or of the ``<answer>``
+(:func:`replay_tool_leak`). A number the hint names whole also names its parts split over consecutive numbers of the
+solution (``4821``: ``48`` and ``21``, or ``4, 8, 2, 1``; arguments of one call, calls of one or two turns, game
+moves), and cents are named as dollars (``$12.50``: ``1250``). Every replay is an episode in the sandboxed ``env``:
+generated code never runs in this process.
 """
 
 from __future__ import annotations
