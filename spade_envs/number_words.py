@@ -66,14 +66,19 @@ def _value(run: list[str]) -> str:
     return str(total + current)
 
 
-def _ordinal(seq: tuple[str, ...], i: int, in_run: bool) -> str | None:
-    """The cardinal word ``seq[i]`` stands for when it is an ordinal naming a position, else ``None``."""
-    word = _ORDINALS.get(seq[i])
-    if word is None or (i + 1 < len(seq) and seq[i + 1] in _PROCEDURE):
-        return None
-    if not in_run and (seq[i] in _ONLY_IN_A_NUMBER or (seq[i] in _AFTER_THE and (i == 0 or seq[i - 1] != "the"))):
-        return None
-    return word
+def _composes(run: list[str], word: str) -> bool:
+    """Whether an ordinal's cardinal ``word`` ends the number ``run``.
+
+    It does in ``twenty first`` and ``one hundred and fifth``; in ``door four first`` it follows ``4`` as an adverb.
+    """
+    return bool(run) and ((run[-1] in _TENS and word in _UNITS) or run[-1] == "hundred" or run[-1] in _SCALES)
+
+
+def _lone_ordinal(seq: tuple[str, ...], i: int) -> bool:
+    """``seq[i]``, an ordinal outside a number, names a position (rules: module docstring)."""
+    if seq[i] in _ONLY_IN_A_NUMBER:
+        return False
+    return seq[i] not in _AFTER_THE or (i > 0 and seq[i - 1] == "the")
 
 
 def spoken_numbers(seq: tuple[str, ...]) -> tuple[str, ...]:
@@ -84,15 +89,22 @@ def spoken_numbers(seq: tuple[str, ...]) -> tuple[str, ...]:
     out: list[str] = []
     run: list[str] = []
     for i, token in enumerate(seq):
-        ordinal = _ordinal(seq, i, bool(run))
-        if ordinal is not None:
-            run.append(ordinal)
-            value = _value(run)
-            out.append(value if value not in _UNITS else str(_UNITS[value]))
-            run = []
-            continue
+        word = _ORDINALS.get(token)
+        if word is not None and not (i + 1 < len(seq) and seq[i + 1] in _PROCEDURE):
+            if _composes(run, word):
+                out.append(_value([*run, word]))
+                run = []
+                continue
+            if run:
+                out.append(_value(run))
+                run = []
+            if _lone_ordinal(seq, i):
+                out.append(str(_WORDS.get(word) or (100 if word == "hundred" else _SCALES.get(word, 0))))
+                continue
         number = token in _WORDS or token == "hundred" or token in _SCALES
-        joins = token == "and" and run and i + 1 < len(seq) and (seq[i + 1] in _WORDS or seq[i + 1] in _ORDINALS)
+        after = seq[i + 1] if i + 1 < len(seq) else ""
+        ends = after in _ORDINALS and _composes(run, _ORDINALS[after])  # "one hundred and first"
+        joins = token == "and" and run and (after in _WORDS or ends)
         if number or joins:
             if number:
                 run.append(token)

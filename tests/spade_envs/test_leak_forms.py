@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from spade_envs.hint_reading import tokens
 from spade_envs.leak_replay import swapped
 from spade_envs.measure import vet_hint_on_seeds
+from spade_envs.number_words import spoken_numbers
 from spade_envs.sandbox import SandboxConfig, WorkerPool
 
 SEEDS = [11, 12]  # two seeds tell a constant from an instance value
@@ -286,3 +288,9 @@ def test_a_number_split_over_two_moves_is_a_leak(pool):
     why = vet(SPLIT_GAME, "Dial 4821 in two halves, then open.", pool, "games")
     assert why is not None and "no longer wins" in why, why
     assert vet(SPLIT_GAME, "Dial the code in two halves, then open.", pool, "games") is None
+
+
+def test_an_ordinal_after_a_number_word_ends_the_number_or_is_an_adverb():
+    assert spoken_numbers(tokens("the twenty-first slot, one hundred and fifth")) == ("the", "21", "slot", "105")
+    # "first" after a digit word is the adverb, not a digit: "four first" is not 41
+    assert spoken_numbers(tokens("open door four first")) == ("open", "door", "four", "first")
