@@ -17,7 +17,7 @@ import re
 import unicodedata
 from collections.abc import Callable
 
-from spade_envs.number_words import amounts, spoken_numbers
+from spade_envs.number_words import amounts, spoken_numbers, stem
 
 __all__ = ["FILLER", "Seq", "contains", "hint_says", "is_number", "tokens", "unfilled"]
 
@@ -66,17 +66,22 @@ def is_number(seq: Seq) -> bool:
 
 
 class HintReading:
-    """A hint's readings (as written, without filler, numbers in words as digits, amounts), for value lookups."""
+    """A hint's readings (as written, without filler, numbers in words as digits, amounts), for value lookups.
 
-    def __init__(self, hint: str) -> None:
+    ``visible`` is what the player sees (the first observation, the tool interface): an ordinal counts a position
+    only among things it shows (:func:`~spade_envs.number_words.spoken_numbers`); ``None`` reads every ordinal.
+    """
+
+    def __init__(self, hint: str, visible: str | None = None) -> None:
         self.raw = tokens(hint)
         self.bare = unfilled(self.raw)
-        spoken = spoken_numbers(self.raw)  # "four seven two one", "the third lever": as digits
+        things = None if visible is None else frozenset(stem(t) for t in tokens(visible))
+        spoken = spoken_numbers(self.raw, things)  # "four seven two one", "the third lever": as digits
         self.views = [spoken, unfilled(spoken)] if spoken != self.raw else []
         if not hint.isascii():
             hint = unicodedata.normalize("NFKC", hint)
         # "15%" as 0.15 and "$19 and 99 cents" as 19.99 (with "%" as a word: the token reading drops it)
-        rates = amounts(spoken_numbers(tokens(_PERCENT.sub(" percent ", hint))))
+        rates = amounts(spoken_numbers(tokens(_PERCENT.sub(" percent ", hint)), things))
         rates = tuple(_norm(t) if t[0].isdigit() else t for t in rates)
         if rates != spoken:
             self.views += [rates, unfilled(rates)]
@@ -109,6 +114,9 @@ class HintReading:
         return False
 
 
-def hint_says(hint: str) -> Callable[[Seq], bool]:
-    """Whether ``hint`` names a value (a token sequence), in any of its readings (module docstring)."""
-    return HintReading(hint).says
+def hint_says(hint: str, visible: str | None = None) -> Callable[[Seq], bool]:
+    """Whether ``hint`` names a value (a token sequence), in any of its readings (module docstring).
+
+    ``visible``: what the player sees, as for :class:`HintReading`.
+    """
+    return HintReading(hint, visible).says

@@ -94,16 +94,18 @@ def _move_numbers(action: str) -> list[str]:
     return [t for t in tokens(action) if t.isdigit()]
 
 
-def replay_leak(env: RemoteEnv, hint: str, seed: int, actions: list[str], max_turns: int | None) -> str | None:
+def replay_leak(
+    env: RemoteEnv, hint: str, seed: int, actions: list[str], max_turns: int | None, visible: str | None = None
+) -> str | None:
     """Why ``hint`` leaks on ``seed`` (the solution ``actions`` needs a value the hint names), or ``None``.
 
-    Each candidate value costs one episode in ``env``.
+    Each candidate value costs one episode in ``env``. ``visible``: the first observation (ordinals count its things).
     """
     replays, limit = 0, _replay_turns(max_turns, actions)
-    parts = _split_parts([n for a in actions for n in _move_numbers(a)], hint_says(hint))  # 4821 as dial 48, dial 21
+    parts = _split_parts([n for a in actions for n in _move_numbers(a)], hint_says(hint, visible))  # dial 48, dial 21
     for i, action in enumerate(actions):
         split = {(n,) for n in _move_numbers(action)} & parts
-        for value in sorted(set(named_values(hint, action)) | split):
+        for value in sorted(set(named_values(hint, action, visible)) | split):
             changed = swapped(action, value)
             if changed is None or changed == action:
                 continue
@@ -230,13 +232,16 @@ def _variants(turn: str, plain: Callable[[Seq], bool], says: Callable[[Seq], boo
             yield part, f"{head}<tool_call>{json.dumps({**call, 'arguments': arguments})}</tool_call>{tail}"
 
 
-def replay_tool_leak(env: RemoteEnv, hint: str, seed: int, turns: list[str], max_turns: int | None) -> str | None:
+def replay_tool_leak(
+    env: RemoteEnv, hint: str, seed: int, turns: list[str], max_turns: int | None, visible: str | None = None
+) -> str | None:
     """Why ``hint`` leaks on ``seed`` (a tool-use solution's ``turns`` need a value it names), or ``None``.
 
     Each candidate costs one episode in ``env``, played in training's call order (``tools()`` after ``reset``).
+    ``visible``: the request and the tool interface (ordinals in the hint count their things).
     """
     replays, limit = 0, _replay_turns(max_turns, turns)
-    plain = hint_says(hint)
+    plain = hint_says(hint, visible)
     says = _split_says(plain, turns)  # once: a number may be split across the calls of every turn
     for i, turn in enumerate(turns):
         for part, changed in _variants(turn, plain, says):

@@ -170,12 +170,12 @@ def _game_leak(hint: HintReading, actions: list[str], visible: Seq, others: list
     return None
 
 
-def named_values(hint: str, action: str) -> list[Seq]:
+def named_values(hint: str, action: str, visible: str | None = None) -> list[Seq]:
     """Values ``action`` carries that ``hint`` names, constants and shown values included.
 
     Carried values: its answer, numbers and uncommon words; the candidates :mod:`spade_envs.leak_replay` replays.
     """
-    h = HintReading(hint)
+    h = HintReading(hint, visible)
     carried = _values([action]) | ({a} if (a := _final_answer([action])) else set())
     return sorted(v for v in carried if h.says(v))
 
@@ -285,7 +285,7 @@ def hint_leaks(
     if not actions and (setting == "games" or not initial_values):
         needed = "solution_actions" if setting == "games" else "solution_actions or initial_values"
         raise ValueError(f"a {setting} leak check needs {needed} to compare the hint with")
-    parsed, visible = HintReading(hint), tokens(visible_text or "")
+    parsed, visible = HintReading(hint, visible_text), tokens(visible_text or "")
     if setting == "games":
         others = [list(o) for o in other_solutions] if other_solutions else None  # none: nothing is a constant
         return _game_leak(parsed, actions, visible, others)

@@ -4,9 +4,10 @@
 digits (``four seven two one``) as the digits in order, ``4721``. A lone digit word (``three``, ``one``) stays a
 word: honest hints say "the three numbers" and "one step at a time" far more often than they spell a one-digit
 answer. An ordinal names a position, so it is read as its number (``the third lever`` is ``3``, ``twenty-first`` is
-``21``) unless it orders the procedure (``the second step``, ``the third turn``); ``second`` is read only after
-``the`` (``a second request`` is approach), and ``first`` only inside a number (``read the inbox first``, ``the
-first item`` are how honest hints order the work). :func:`spoken_numbers` rewrites a
+``21``) unless it orders the procedure (``the second step``, ``the third turn``) or, when the caller says what the
+player sees, counts something the env does not show (``the second clue`` of an env without clues); ``second`` is
+read only after ``the`` (``a second request`` is approach), and ``first`` only inside a number (``read the inbox
+first``, ``the first item`` are how honest hints order the work). :func:`spoken_numbers` rewrites a
 token sequence (:func:`spade_envs.hint_reading.tokens`) so the leak check can look values up in it as if they had
 been written in digits; :func:`amounts` then reads decimals, percentages and cents as the values a call carries
 (``zero point one five`` and ``15 percent`` are ``0.15``, ``19 dollars and 99 cents`` is ``19.99``).
@@ -17,7 +18,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
-__all__ = ["amounts", "spoken_numbers"]
+__all__ = ["amounts", "spoken_numbers", "stem"]
 
 _UNITS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine".split())}
 _TEENS = {w: 10 + i for i, w in enumerate(
@@ -44,6 +45,10 @@ _PROCEDURE = frozenset(
     """step steps time times turn turns round rounds phase phases stage stages try tries attempt attempts pass call
     calls request requests question questions move moves action actions message messages reply answer part half
     line task goal thing check checks look looks""".split()
+)
+#: Words after an ordinal that leave it without a noun (``fourth from the left``, ``the third one``).
+_NO_NOUN = frozenset(
+    "from one ones in on of to at by for with is are position place counting and or then before after".split()
 )
 _CURRENCY = frozenset({"dollar", "dollars", "euro", "euros", "pound", "pounds", "buck", "bucks", "usd", "eur"})
 _CENTS = frozenset({"cent", "cents", "pence", "penny", "pennies"})
@@ -74,23 +79,40 @@ def _composes(run: list[str], word: str) -> bool:
     return bool(run) and ((run[-1] in _TENS and word in _UNITS) or run[-1] == "hundred" or run[-1] in _SCALES)
 
 
-def _lone_ordinal(seq: tuple[str, ...], i: int) -> bool:
-    """``seq[i]``, an ordinal outside a number, names a position (rules: module docstring)."""
-    if seq[i] in _ONLY_IN_A_NUMBER:
+def stem(word: str) -> str:
+    """A crude singular (``levers`` is ``lever``), enough to match a hint's noun with the env's text."""
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def _noun(seq: tuple[str, ...], i: int) -> str | None:
+    """The word the ordinal ``seq[i]`` counts (``lever`` of ``the third lever``), or ``None`` (``fourth from``)."""
+    after = seq[i + 1] if i + 1 < len(seq) else ""
+    return after if after and after not in _NO_NOUN and after not in _ORDINALS and after.isalpha() else None
+
+
+def _lone_ordinal(seq: tuple[str, ...], i: int, noun: str | None, things: frozenset[str] | None) -> bool:
+    """``seq[i]``, an ordinal outside a number counting ``noun``, names a position (rules: module docstring)."""
+    if seq[i] in _ONLY_IN_A_NUMBER or (seq[i] in _AFTER_THE and (i == 0 or seq[i - 1] != "the")):
         return False
-    return seq[i] not in _AFTER_THE or (i > 0 and seq[i - 1] == "the")
+    return things is None or noun is None or stem(noun) in things
 
 
-def spoken_numbers(seq: tuple[str, ...]) -> tuple[str, ...]:
+def spoken_numbers(seq: tuple[str, ...], things: frozenset[str] | None = None) -> tuple[str, ...]:
     """``seq`` with every run of number words replaced by its value in digits (``and`` inside a run is skipped).
 
-    An ordinal ends its run (``twenty first`` is ``21``; ``the third`` alone is ``3``, never a lone word).
+    An ordinal ends its run (``twenty first`` is ``21``; ``the third`` alone is ``3``, never a lone word). Given
+    ``things`` (the :func:`stem` of every word the player sees), an ordinal outside a number is read only when it
+    counts one of them or no noun at all (``the third lever`` of levers the env shows, ``fourth from the left``):
+    ``the second clue`` of an env without clues is how a hint orders its own advice.
     """
     out: list[str] = []
     run: list[str] = []
+    last_noun: str | None = None
     for i, token in enumerate(seq):
         word = _ORDINALS.get(token)
-        if word is not None and not (i + 1 < len(seq) and seq[i + 1] in _PROCEDURE):
+        if word is not None:  # a bare ordinal counts what the one before it did: "the second column, then the third"
+            noun = last_noun = _noun(seq, i) or last_noun
+        if word is not None and noun not in _PROCEDURE:
             if _composes(run, word):
                 out.append(_value([*run, word]))
                 run = []
@@ -98,7 +120,7 @@ def spoken_numbers(seq: tuple[str, ...]) -> tuple[str, ...]:
             if run:
                 out.append(_value(run))
                 run = []
-            if _lone_ordinal(seq, i):
+            if _lone_ordinal(seq, i, noun, things):
                 out.append(str(_WORDS.get(word) or (100 if word == "hundred" else _SCALES.get(word, 0))))
                 continue
         number = token in _WORDS or token == "hundred" or token in _SCALES

@@ -199,7 +199,9 @@ def test_an_ordinal_naming_the_needed_value_is_a_leak(lever, hint, pool):
 @pytest.mark.parametrize(
     ("lever", "hint"),
     [("1", "Pull each lever first and listen, then open."), ("2", "Listen to every lever; opening is the second step."),
-     ("3", "Try the levers in order and open in the third turn at the latest.")],
+     ("3", "Try the levers in order and open in the third turn at the latest."),
+     ("2", "Read the second clue of this advice: listen to each lever before you open."),
+     ("3", "Mind the second tip, then the third: listen to each lever, then open.")],
 )  # fmt: skip
 def test_an_ordinal_of_the_procedure_is_no_leak(lever, hint, pool):
     assert vet(LEVERS.replace("LEVER", lever), hint, pool, "games") is None
