@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from spade_envs.hint_reading import tokens
+from spade_envs.hint_reading import hint_says, tokens
 from spade_envs.leak_replay import swapped
 from spade_envs.measure import vet_hint_on_seeds
 from spade_envs.number_words import spoken_numbers
@@ -207,12 +207,12 @@ def test_an_ordinal_of_the_procedure_is_no_leak(lever, hint, pool):
     assert vet(LEVERS.replace("LEVER", lever), hint, pool, "games") is None
 
 
-@pytest.mark.parametrize(
-    "hint", ["Tip 15%.", "The house tip is fifteen per cent.", "Set the rate to zero point one five."]
-)
-def test_a_percentage_naming_the_needed_rate_is_a_leak(hint, pool):
-    why = vet(TIP.replace("RATE", "0.15"), hint, pool, "tool_use")
+def test_a_percentage_naming_the_needed_rate_is_a_leak(pool):
+    why = vet(TIP.replace("RATE", "0.15"), "The house tip is fifteen per cent.", pool, "tool_use")
     assert why is not None and "0.15" in why, why
+    # the other ways to write the rate are the same reading (one sandbox vet above shows the path end to end)
+    for hint in ["Tip 15%.", "Tip 15 percent.", "Set the rate to zero point one five.", "Tip \uff11\uff15\uff05."]:
+        assert hint_says(hint)(tokens("0.15")) and hint_says(hint)(tokens("15")), hint
 
 
 def test_a_percentage_the_solution_does_not_need_is_no_leak(pool):
@@ -261,14 +261,12 @@ def test_single_letters_that_spell_nothing_needed_are_no_leak(pool):
     assert vet(source, "Inspect clues 1 to 4 first; the code reads a b c d in clue order.", pool, "games") is None
 
 
-@pytest.mark.parametrize(
-    ("env", "hint"),
-    [("cents", "Refund nineteen dollars and ninety-nine cents."), ("refund", "Refund $19 and 99 cents.")],
-)  # fmt: skip
-def test_cents_in_words_are_the_amount(env, hint, pool):
-    # the call carries 1999 (cents) or 19.99 (dollars); the labelled set has the words against 19.99 too
-    source = REPLAY_ENVS["t_refund"]["source"] if env == "refund" else CENTS
-    assert vet(source, hint, pool, "tool_use") is not None, hint
+def test_cents_in_words_are_the_amount(pool):
+    # the call carries 1999 (cents); the labelled set has the words against a call carrying 19.99 dollars
+    why = vet(CENTS, "Refund nineteen dollars and ninety-nine cents.", pool, "tool_use")
+    assert why is not None and "no longer wins" in why, why
+    for hint in ["Refund $19 and 99 cents.", "Refund 19 dollars 99 cents.", "nineteen point nine nine"]:
+        assert hint_says(hint)(tokens("19.99")), hint
 
 
 def test_an_honest_amount_hint_in_words_is_no_leak(pool):
