@@ -5,11 +5,8 @@ would otherwise learn only by playing: a hint that contains the answer turns reg
 ``docs/designer.md`` ("What a leak is") states the rules and their measured precision and recall on a labelled
 set of cases (``tests/spade_envs/data/leak_cases.json``); this module implements exactly those rules.
 
-Values are compared as **token sequences**: lower-cased runs of letters or of digits (``12kg`` is ``12 kg``,
-``ACC-7731`` is ``acc 7731``, ``banjo=2`` is ``banjo 2``), numbers by value (``1,234.50`` is ``1234.5``,
-``0946`` is ``946``, fullwidth ``４８２１`` is ``4821``), a 3+ digit number also as its digits one by one
-(``4 8 2 1``), and filler words (``and``, ``then``, ``to``, ...) ignored between tokens, so ``2, 5 and 7`` matches
-the list ``2 5 7``.
+Values are compared as **token sequences** and a hint names a value in any of its readings (digits, numbers and
+ordinals in words, percentages and cents, digit by digit, letter by letter): :mod:`spade_envs.hint_reading`.
 
 **Games** (the player sees the first observation; ``other_solutions`` are the solutions of the other vetted seeds,
 which tell instance values from constants of the game):
@@ -40,11 +37,10 @@ from __future__ import annotations
 
 import json
 import re
-import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from spade_envs.number_words import spoken_numbers
+from spade_envs.hint_reading import HintReading, Seq, contains, hint_says, is_number, tokens, unfilled
 from spade_envs.spec import SETTINGS
 from spade_envs.tooluse import parse_agent_text
 
@@ -70,14 +66,8 @@ COMMON_WORDS = frozenset(
 )
 #: Single-word actions that close an episode without carrying the answer themselves (the answer is before).
 FINISH_WORDS = frozenset({"submit", "done", "confirm", "finish", "end", "ok", "yes", "send", "check", "answer"})
-#: Words a hint may put between the parts of a value without hiding it (``2, 5 and 7``; ``go to 3 4``).
-FILLER = frozenset({"and", "then", "to", "the", "a", "an", "of", "is", "are", "at", "next", "finally", "after"})
 SEQUENCE_MOVES = 4
-
-_TOKEN = re.compile(r"\d+(?:\.\d+)?|[^\W\d_]+")
-_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _PUNCT = "\"'`.,;:!?()[]{}<>"
-Seq = tuple[str, ...]
 
 
 def check_setting(setting: str) -> None:
@@ -86,67 +76,8 @@ def check_setting(setting: str) -> None:
         raise ValueError(f"unknown setting {setting!r}; known: {', '.join(SETTINGS)}")
 
 
-def _norm(token: str) -> str:
-    if token[0].isdigit():
-        if not token.isascii():  # fullwidth ４８２１, Arabic-Indic ٤٨٢١: the digits int() reads, so the env does too
-            token = "".join(str(int(c)) if c.isdecimal() else c for c in token)
-        if "." in token:
-            token = token.rstrip("0").rstrip(".")
-        return token.lstrip("0") or "0"
-    return token.lower()
-
-
-def tokens(text: str) -> Seq:
-    """The normalised token sequence of ``text`` (see the module docstring)."""
-    if not text.isascii():  # compatibility forms (fullwidth Ｂｒａｖｏ) are the letters an env's NFKC reads
-        text = unicodedata.normalize("NFKC", text)
-    return tuple(_norm(t) for t in _TOKEN.findall(_THOUSANDS.sub("", text)))
-
-
-def _contains(haystack: Seq, needle: Seq) -> bool:
-    """``needle`` occurs contiguously in ``haystack``."""
-    n = len(needle)
-    if n == 0 or n > len(haystack):
-        return False
-    first = needle[0]
-    return any(haystack[i] == first and haystack[i : i + n] == needle for i in range(len(haystack) - n + 1))
-
-
-def _unfilled(seq: Seq) -> Seq:
-    return tuple(t for t in seq if t not in FILLER)
-
-
-def _is_number(seq: Seq) -> bool:
-    return len(seq) == 1 and seq[0][0].isdigit()
-
-
 def _digits(seq: Seq) -> int:
     return sum(c.isdigit() for c in "".join(seq))
-
-
-class _Hint:
-    """A hint's tokens, with and without filler words, ready for value lookups."""
-
-    def __init__(self, hint: str) -> None:
-        self.raw = tokens(hint)
-        self.bare = _unfilled(self.raw)
-        self.spoken = spoken_numbers(self.raw)  # "four seven two one", "twelve hundred": as digits
-
-    def says(self, value: Seq) -> bool:
-        if not value:
-            return False
-        if _contains(self.raw, value) or (not FILLER.intersection(value) and _contains(self.bare, value)):
-            return True
-        if self.spoken != self.raw and (_contains(self.spoken, value) or _contains(_unfilled(self.spoken), value)):
-            return True
-        if _is_number(value) and "." not in value[0] and len(value[0]) >= 3:
-            return _contains(self.raw, tuple(value[0]))  # digits one by one: 4 8 2 1
-        return False
-
-
-def hint_says(hint: str) -> Callable[[Seq], bool]:
-    """Whether ``hint`` names a value (a token sequence), in digits, in words or digit by digit."""
-    return _Hint(hint).says
 
 
 def _words(action: str) -> list[str]:
@@ -203,11 +134,11 @@ def _windows(moves: list[Seq]) -> set[tuple[Seq, ...]]:
     return {tuple(moves[i : i + SEQUENCE_MOVES]) for i in range(len(moves) - SEQUENCE_MOVES + 1)}
 
 
-def _game_leak(hint: _Hint, actions: list[str], visible: Seq, others: list[list[str]] | None) -> str | None:
+def _game_leak(hint: HintReading, actions: list[str], visible: Seq, others: list[list[str]] | None) -> str | None:
     visible_set = set(visible)
 
     def shown(value: Seq) -> bool:
-        return value[0] in visible_set if len(value) == 1 else _contains(visible, value)
+        return value[0] in visible_set if len(value) == 1 else contains(visible, value)
 
     answer = _final_answer(actions)
     if answer is not None and hint.says(answer):
@@ -234,17 +165,17 @@ def _game_leak(hint: _Hint, actions: list[str], visible: Seq, others: list[list[
             run = tuple(t for m in window for t in m)
             if window in shared:
                 continue
-            if run and _contains(hint.bare, _unfilled(run)):
+            if run and contains(hint.bare, unfilled(run)):
                 return f"the hint spells out {SEQUENCE_MOVES} consecutive moves of the solution: {' '.join(run)!r}"
     return None
 
 
-def named_values(hint: str, action: str) -> list[Seq]:
+def named_values(hint: str, action: str, visible: str | None = None) -> list[Seq]:
     """Values ``action`` carries that ``hint`` names, constants and shown values included.
 
     Carried values: its answer, numbers and uncommon words; the candidates :mod:`spade_envs.leak_replay` replays.
     """
-    h = _Hint(hint)
+    h = HintReading(hint, visible)
     carried = _values([action]) | ({a} if (a := _final_answer([action])) else set())
     return sorted(v for v in carried if h.says(v))
 
@@ -302,7 +233,7 @@ def _sentence_parts(value: str) -> set[str]:
     return parts
 
 
-def _tool_leak(hint: _Hint, values: set[str], visible: Seq) -> str | None:
+def _tool_leak(hint: HintReading, values: set[str], visible: Seq) -> str | None:
     derived: set[str] = set()
     for value in values:
         derived |= _sentence_parts(value)
@@ -313,12 +244,12 @@ def _tool_leak(hint: _Hint, values: set[str], visible: Seq) -> str | None:
         seq = tokens(value)
         if not seq:
             continue
-        if _is_number(seq):
+        if is_number(seq):
             if "." not in seq[0] and _digits(seq) < 2:
                 continue
         elif len(value.strip()) < 3 or value.strip().lower() in COMMON_WORDS:
             continue
-        if _contains(visible, seq):
+        if contains(visible, seq):
             continue
         if hint.says(seq):
             return f"the hint contains {value!r}, a concrete value of the instance"
@@ -354,7 +285,7 @@ def hint_leaks(
     if not actions and (setting == "games" or not initial_values):
         needed = "solution_actions" if setting == "games" else "solution_actions or initial_values"
         raise ValueError(f"a {setting} leak check needs {needed} to compare the hint with")
-    parsed, visible = _Hint(hint), tokens(visible_text or "")
+    parsed, visible = HintReading(hint, visible_text), tokens(visible_text or "")
     if setting == "games":
         others = [list(o) for o in other_solutions] if other_solutions else None  # none: nothing is a constant
         return _game_leak(parsed, actions, visible, others)

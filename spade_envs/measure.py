@@ -128,9 +128,10 @@ def vet_hint_on_seeds(source: str, hint_text: str, pool: WorkerPool, setting: st
             vetting.failure, vetting.reason = "hint_failed", "no seed to vet the hint on"
         else:  # constants and shown values are not exempt: replay what the hint names (leak_replay.py)
             replay = replay_leak if setting == "games" else replay_tool_leak
-            for seed, _obs, actions in instances:
-                phase = "step"
-                why = replay(env, result.hint, seed, actions, None)
+            for seed, obs, actions in instances:
+                phase = "step"  # what the player sees: ordinals in the hint count its things (number_words.py)
+                visible = obs if setting == "games" else f"{obs}\n{visible_tools}"
+                why = replay(env, result.hint, seed, actions, None, visible)
                 if why is not None:
                     vetting.hint, vetting.failure, vetting.reason = None, "hint_leak", f"seed {seed}: {why}"
                     break
