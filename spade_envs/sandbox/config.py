@@ -47,9 +47,10 @@ class SandboxConfig:
             reports ready, so env code finds it loaded; a worker started on demand does not (its env imports it
             if it uses it, inside ``init``'s start timeout).
         reply_spin_us: how long the host busy-polls for a reply before sleeping, used only while the worker's
-            recent replies came within it (0 never spins). A spin helps replies faster than it and takes the core
-            from a slower worker: on a 2-vCPU VM a 50 us env's step took 170-235 us without it, 270-360 us with
-            100-300 us of spin, while a trivial step was ~20-40 us faster with it.
+            recent replies came within it (0 never spins; a worker that stopped spinning tries again every 8th
+            call). A spin helps replies faster than it and takes the core from a slower worker: on a 2-vCPU VM a
+            50 us env's step took 170-235 us without it, 270-360 us with 100-300 us of spin, while a trivial step
+            was ~20-40 us faster with it.
     """
 
     isolation: str = "auto"
