@@ -146,9 +146,8 @@ def _format_exception(exc: BaseException) -> str:
         import traceback
 
         return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-3))[-2000:]
-    except BaseException:  # noqa: BLE001,S110
-        pass
-    name = type.__dict__["__name__"].__get__(type(exc))  # the C-level name: a metaclass cannot run code here
+    except BaseException:  # noqa: BLE001
+        name = type.__dict__["__name__"].__get__(type(exc))  # the C-level name: a metaclass cannot run code here
     try:
         return f"{name}: {exc!r}"[-2000:]
     except BaseException:  # noqa: BLE001
