@@ -11,6 +11,10 @@ __all__ = ["ISOLATION_LEVELS", "SandboxConfig"]
 ISOLATION_LEVELS = ("bwrap", "landlock", "rlimits", "none")
 
 
+#: The smallest address-space limit under which a worker can import numpy (measured: 96 MB failed, 128 MB worked).
+MIN_MEMORY_MB_WITH_NUMPY = 128
+
+
 @dataclass(frozen=True)
 class SandboxConfig:
     """Limits and isolation of env workers. Defaults suit generated environments on a shared node.
@@ -23,7 +27,7 @@ class SandboxConfig:
         soft_timeout_s: in-worker alarm that interrupts env code first, so a slow call fails without a kill.
         start_timeout_s: deadline for a worker to start and for ``init`` (loading the env code).
         episode_cpu_s: CPU seconds one worker may use over its whole life (one episode).
-        memory_mb: address-space limit of a worker.
+        memory_mb: address-space limit of a worker (at least 128 with ``preload_numpy``: numpy loads under it).
         max_response_bytes: largest reply line the host accepts from a worker.
         max_request_bytes: largest request line a worker accepts (env source code travels in ``init``).
         max_observation_chars: longest observation (and any other string) a worker may return.
@@ -91,6 +95,11 @@ class SandboxConfig:
         for name in ("pool_size", "pool_max_ready", "reply_spin_us"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.preload_numpy and self.memory_mb < MIN_MEMORY_MB_WITH_NUMPY:  # numpy is imported under the limit
+            raise ValueError(
+                f"memory_mb must be at least {MIN_MEMORY_MB_WITH_NUMPY} with preload_numpy (a pre-started worker "
+                f"imports numpy under the limit; 96 failed), got {self.memory_mb}"
+            )
         if self.max_episode_reply_bytes < self.max_observation_chars:
             raise ValueError("max_episode_reply_bytes must be at least max_observation_chars (one observation)")
         if self.soft_timeout_s >= self.call_timeout_s:
