@@ -42,7 +42,7 @@ SPADE_DEFAULTS: dict[str, Any] = {
     "skills": {"names": None},
     "designer": {"grounding": "corpus"},
     "fixed_env": {"enable": False, "pool_dir": None},
-    "sandbox": {"isolation": "auto", "pool_size": 4, "memory_mb": 1024},
+    "sandbox": {"isolation": "auto", "pool_size": 4, "pool_max_ready": 64, "memory_mb": 1024},
 }
 _GPU_INSTALL = "pip install -e '.[gpu]' on a GPU node (docs/gpu.md has the exact commands)"
 
@@ -247,7 +247,14 @@ def _seccomp() -> Check:
 
 
 def _memory(sandbox: Mapping[str, Any]) -> Check:
+    from spade_envs.sandbox.config import SandboxConfig
+
+    defaults = SandboxConfig()
     pool, limit = int(sandbox.get("pool_size") or 0), int(sandbox.get("memory_mb") or 1024)
+    max_ready, max_workers = (
+        int(sandbox.get(key, getattr(defaults, key)) or 0) for key in ("pool_max_ready", "max_workers")
+    )
+    grown = max(pool, min(max_ready, max_workers))  # the ready queue grows to the demand it has seen, up to this
     try:
         meminfo = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
         available = int(meminfo["MemAvailable"].split()[0]) // 1024
@@ -257,10 +264,16 @@ def _memory(sandbox: Mapping[str, Any]) -> Check:
     detail = f"{available / 1024:.1f} GiB available; the sandbox pool holds {pool} ready workers of up to {limit} MB"
     if available < max(pool, 1) * 64:
         return Check("memory", "fail", detail, "free memory, or lower spade.sandbox.pool_size")
+    if available < grown * 64:  # an idle pre-started worker holds tens of MB (numpy loaded)
+        return Check("memory", "warn", detail + f", and up to {grown} (pool_max_ready) as the demand grows, "
+                     f"~{grown * 64 / 1024:.1f} GiB idle per sandbox pool (one per agent-loop worker process)",
+                     "lower spade.sandbox.pool_max_ready (0 keeps pool_size only)")  # fmt: skip
     if available < need:
         return Check("memory", "warn", detail + f" ({need / 1024:.1f} GiB if all grow)",
                      "lower spade.sandbox.pool_size or spade.sandbox.memory_mb")  # fmt: skip
-    return Check("memory", "ok", detail)
+    return Check(
+        "memory", "ok", detail + (f", up to {grown} as the demand grows (pool_max_ready)" if grown > pool else "")
+    )
 
 
 def _model(plan: Plan) -> Check:

@@ -11,6 +11,10 @@ __all__ = ["ISOLATION_LEVELS", "SandboxConfig"]
 ISOLATION_LEVELS = ("bwrap", "landlock", "rlimits", "none")
 
 
+#: The smallest address-space limit under which a worker can import numpy (measured: 96 MB failed, 128 MB worked).
+MIN_MEMORY_MB_WITH_NUMPY = 128
+
+
 @dataclass(frozen=True)
 class SandboxConfig:
     """Limits and isolation of env workers. Defaults suit generated environments on a shared node.
@@ -23,7 +27,7 @@ class SandboxConfig:
         soft_timeout_s: in-worker alarm that interrupts env code first, so a slow call fails without a kill.
         start_timeout_s: deadline for a worker to start and for ``init`` (loading the env code).
         episode_cpu_s: CPU seconds one worker may use over its whole life (one episode).
-        memory_mb: address-space limit of a worker.
+        memory_mb: address-space limit of a worker (at least 128 with ``preload_numpy``: numpy loads under it).
         max_response_bytes: largest reply line the host accepts from a worker.
         max_request_bytes: largest request line a worker accepts (env source code travels in ``init``).
         max_observation_chars: longest observation (and any other string) a worker may return.
@@ -47,9 +51,10 @@ class SandboxConfig:
             reports ready, so env code finds it loaded; a worker started on demand does not (its env imports it
             if it uses it, inside ``init``'s start timeout).
         reply_spin_us: how long the host busy-polls for a reply before sleeping, used only while the worker's
-            recent replies came within it (0 never spins). A spin helps replies faster than it and takes the core
-            from a slower worker: on a 2-vCPU VM a 50 us env's step took 170-235 us without it, 270-360 us with
-            100-300 us of spin, while a trivial step was ~20-40 us faster with it.
+            recent replies came within it (0 never spins; a worker that stopped spinning tries again every 8th
+            call). A spin helps replies faster than it and takes the core from a slower worker: on a 2-vCPU VM a
+            50 us env's step took 170-235 us without it, 270-360 us with 100-300 us of spin, while a trivial step
+            was ~20-40 us faster with it.
     """
 
     isolation: str = "auto"
@@ -90,6 +95,11 @@ class SandboxConfig:
         for name in ("pool_size", "pool_max_ready", "reply_spin_us"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.preload_numpy and self.memory_mb < MIN_MEMORY_MB_WITH_NUMPY:  # numpy is imported under the limit
+            raise ValueError(
+                f"memory_mb must be at least {MIN_MEMORY_MB_WITH_NUMPY} with preload_numpy (a pre-started worker "
+                f"imports numpy under the limit; 96 failed), got {self.memory_mb}"
+            )
         if self.max_episode_reply_bytes < self.max_observation_chars:
             raise ValueError("max_episode_reply_bytes must be at least max_observation_chars (one observation)")
         if self.soft_timeout_s >= self.call_timeout_s:

@@ -76,7 +76,11 @@ def probe_isolation(config: SandboxConfig) -> str:
 def _has_worker_children() -> bool:
     """Whether this process still has a bubblewrap or python child that is not a live Popen of ours."""
     for children in Path(f"/proc/{os.getpid()}/task").glob("*/children"):
-        for pid in children.read_text().split():
+        try:
+            pids = children.read_text().split()
+        except OSError:  # the thread ended after the glob listed it (as in reap_orphans)
+            continue
+        for pid in pids:
             try:
                 stat = Path(f"/proc/{pid}/stat").read_text()
             except OSError:

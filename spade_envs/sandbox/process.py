@@ -78,6 +78,11 @@ def reap_orphans() -> int:
     return reaped
 
 
+#: A worker whose replies stopped coming within ``reply_spin_us`` spins again on every this-many-th call, to notice
+#: when its replies are fast again (a slow env costs one spin in this many calls).
+SPIN_PROBE_EVERY = 8
+
+
 def _await_exit(pid: int, timeout: float) -> None:
     """Sleep until ``pid`` exits (a pidfd turns readable), at most ``timeout`` s: no polling loop with sleeps."""
     try:
@@ -111,7 +116,8 @@ class Worker:
         self.busy_s = 0.0  # wall time spent in calls: the episode's budget is config.episode_wall_s
         self.reply_bytes = 0  # bytes of replies since the last reset: the budget is config.max_episode_reply_bytes
         self._seq = 0
-        self._reply_us = 0.0  # this worker's recent reply wait (moving average): spin only for fast repliers
+        self._reply_us = 0.0  # this worker's recent spun reply wait (moving average): spin only for fast repliers
+        self._unspun = 0  # calls since the last spin
         self._buffer = b""
         self._fds: list[int] = []
         self._cgroup: PidsCgroup | None = None
@@ -320,19 +326,25 @@ class Worker:
         """Busy-poll for up to ``reply_spin_us`` while this worker's replies come that fast, else sleep in ``poll``.
 
         A spin wins only when the reply comes within it; a slower env's worker needs the core the spin would take.
+        Only spun waits update the estimate (a sleep's wake-up latency would keep it above the spin for good), and a
+        worker that stopped spinning tries again every ``SPIN_PROBE_EVERY`` calls, so one slow reply costs a few
+        calls' spin, not the rest of the episode's.
         """
-        started = time.perf_counter()
-        try:
-            if self._reply_us < self.config.reply_spin_us:
-                spin_until = started + self.config.reply_spin_us / 1e6
-                while time.perf_counter() < spin_until:
-                    if self._poller.poll(0):
-                        return True
-                    os.sched_yield()
-            left = deadline - time.monotonic()
-            return left > 0 and bool(self._poller.poll(max(1, int(left * 1000))))
-        finally:
-            self._reply_us = 0.5 * self._reply_us + 0.5e6 * (time.perf_counter() - started)
+        spin_us = self.config.reply_spin_us
+        if spin_us and (self._reply_us < spin_us or self._unspun >= SPIN_PROBE_EVERY):
+            self._unspun = 0
+            started = time.perf_counter()
+            spin_until = started + spin_us / 1e6
+            while time.perf_counter() < spin_until:
+                if self._poller.poll(0):
+                    self._reply_us = 0.5 * self._reply_us + 0.5e6 * (time.perf_counter() - started)
+                    return True
+                os.sched_yield()
+            self._reply_us = 0.5 * self._reply_us + spin_us  # missed: count it as twice the spin
+        else:
+            self._unspun += 1
+        left = deadline - time.monotonic()
+        return left > 0 and bool(self._poller.poll(max(1, int(left * 1000))))
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
     def _death_note(self, when: str) -> str:

@@ -137,13 +137,21 @@ def _die_with_host(host_pid: int | None) -> None:
 
 
 def _format_exception(exc: BaseException) -> str:
-    """The last frames of ``exc``'s traceback; its repr if even that fails (e.g. no memory left to import with)."""
+    """The last frames of ``exc``'s traceback; its type and repr if even that fails; never raises.
+
+    ``traceback`` is imported here, after env code ran: env code may have made it unimportable (``sys.modules``),
+    used up the memory, or given ``exc`` a ``__repr__`` that raises. The worker must still report the exception.
+    """
     try:
         import traceback
 
         return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-3))[-2000:]
     except BaseException:  # noqa: BLE001
-        return f"{type(exc).__name__}: {exc!r}"[-2000:]
+        name = type.__dict__["__name__"].__get__(type(exc))  # the C-level name: a metaclass cannot run code here
+    try:
+        return f"{name}: {exc!r}"[-2000:]
+    except BaseException:  # noqa: BLE001
+        return f"{name}: <the exception could not be printed>"
 
 
 class _Server:

@@ -227,3 +227,16 @@ def test_importing_doctor_loads_no_framework():
     code = "import sys, spade_envs.doctor; print([m for m in ('verl', 'torch', 'ray', 'hydra') if m in sys.modules])"
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert run.stdout.strip() == "[]", run.stdout + run.stderr
+
+
+def test_the_memory_check_counts_the_ready_queue_grown_to_the_demand():
+    """The pool keeps up to ``pool_max_ready`` idle workers (issue 31), not ``pool_size``: their memory counts."""
+    from spade_envs.doctor import _memory
+
+    available_mb = int(Path("/proc/meminfo").read_text().split("MemAvailable:")[1].split()[0]) // 1024
+    grown = available_mb // 64 + 1  # idle workers of 64 MB that would not fit
+    sandbox = {"pool_size": 1, "memory_mb": 1, "max_workers": grown}
+    check = _memory({**sandbox, "pool_max_ready": grown})
+    assert check.status == "warn" and f"up to {grown} (pool_max_ready)" in check.detail, check
+    assert "spade.sandbox.pool_max_ready" in check.fix
+    assert _memory({**sandbox, "pool_max_ready": 0}).status == "ok"  # 0 keeps pool_size only

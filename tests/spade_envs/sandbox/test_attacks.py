@@ -1398,6 +1398,22 @@ ATTACKS = [
         "import",
     ),
     Attack(
+        "unimportable_traceback_and_an_exception_that_cannot_be_printed",
+        """
+        # The worker imports traceback lazily to report an exception; its fallback, the exception's repr, is env code.
+        sys.modules["traceback"] = None  # `import traceback` now raises ImportError, in warm and cold workers alike
+
+        class Unprintable(Exception):
+            def __repr__(self):
+                raise RuntimeError("no repr")
+
+            __str__ = __repr__
+
+        raise Unprintable()
+        """,
+        raises(EnvRaised, "Unprintable", code={"exception"}, alive=True),
+    ),
+    Attack(
         "close_the_protocol_fds",
         """
         for fd in range(3, 65):

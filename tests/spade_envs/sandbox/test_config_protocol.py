@@ -18,6 +18,7 @@ def test_defaults_are_valid_and_round_trip():
     [
         ({"isolation": "docker"}, "isolation must be one of auto, bwrap, landlock, rlimits, none"),
         ({"memory_mb": 0}, "memory_mb must be positive"),
+        ({"memory_mb": 96}, "memory_mb must be at least 128 with preload_numpy"),
         ({"soft_timeout_s": 20.0}, "soft_timeout_s (20.0) must be below call_timeout_s (10.0)"),
         ({"pool_size": -1}, "pool_size must be >= 0"),
         ({"timeout": 3}, "unknown sandbox option(s) ['timeout']"),

@@ -83,3 +83,53 @@ def test_pool_max_ready_bounds_the_ready_queue():
         for worker in workers:
             pool.release(worker)
         assert _wait_ready(pool, 2) == 2
+
+
+SLOW_ENV = """
+import time
+
+
+class SlowEnv:
+    max_turns = 1000
+
+    def reset(self, seed=None):
+        return "start", {}
+
+    def step(self, action):
+        time.sleep(0.002)
+        return "ok", 0.0, False, False, {}
+
+    def solution(self):
+        return ["x"]
+"""
+
+
+class _CountingPoller:
+    """Counts non-blocking polls: a call's unsolicited-data check makes one, a spin makes at least one more."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner, self.zero = inner, 0
+
+    def poll(self, timeout: int | None = None) -> list[tuple[int, int]]:
+        self.zero += timeout == 0
+        return self.inner.poll(timeout)
+
+
+def test_the_reply_spin_stops_for_a_slow_env_and_is_retried_every_few_calls():
+    """A 2 ms step never replies within the 100 us spin: spinning on every call takes a core for nothing, and never
+    spinning again after a slow reply would cost every later fast reply its spin (the estimate must come from spun
+    waits only: a sleep's wake-up latency, under load, would keep it above the spin for good)."""
+    config = SandboxConfig(isolation=_level(), preload_numpy=False, reply_spin_us=100)
+    worker = Worker(config, config.isolation)
+    try:
+        worker.call("init", source=SLOW_ENV, filename="<slow>")
+        worker.call("reset", seed=0)
+        worker._poller = poller = _CountingPoller(worker._poller)
+        spun = []
+        for _ in range(45):
+            before = poller.zero
+            worker.call("step", action="x")
+            spun.append(poller.zero - before >= 2)
+    finally:
+        worker.kill()
+    assert 3 <= sum(spun) <= 8, spun  # a probe every 8th call (5 in 45): not every call, not never
