@@ -17,6 +17,8 @@ def test_the_prompts_are_the_recipes_and_fit_the_context_as_the_designer_loop_fi
     assert len(set(users)) == 3 and all(t["document"] and t["document"] in u for t, u in zip(tasks, users))
     example = builtin_example("games").splitlines()[0]
     assert all(example in u for u in users)  # the worked example, as the recipe shows it
+    later = designer_prompts({**spade, "run_dir": str(tmp_path / "again")}, 1, first=2)
+    assert later[0]["messages"] == tasks[2]["messages"]  # a split measurement (--first) asks the same prompts
     tokenizer = build_tokenizer()
     whole = fit(tokenizer, tasks[0], 100_000)
     cut = fit(tokenizer, tasks[0], len(whole.ids) - 50)

@@ -31,7 +31,7 @@ CORPUS = _ROOT / "examples" / "data" / "sample_corpus.jsonl"
 
 @dataclass(frozen=True)
 class DesignResult:
-    """One design: its task, prompt size, answer size and admission verdict (``code`` ``None``: valid)."""
+    """One design: its task, prompt size, answer size, admission verdict (``code`` ``None``: valid), answer head."""
 
     design: int
     skill: str
@@ -41,6 +41,7 @@ class DesignResult:
     new_tokens: int
     code: str | None
     reason: str
+    answer: str = ""
 
 
 def spade_block(run_dir: Path, corpus: Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
@@ -56,12 +57,16 @@ def spade_block(run_dir: Path, corpus: Path, overrides: Sequence[str] = ()) -> d
     return spade
 
 
-def designer_prompts(spade: dict[str, Any], n: int, step: int = 0) -> list[dict[str, Any]]:
-    """The recipe's designer tasks ``0..n-1`` of regeneration ``step`` (``SpadeEnvPool.designer_task``)."""
+def designer_prompts(spade: dict[str, Any], n: int, first: int = 0, step: int = 0) -> list[dict[str, Any]]:
+    """The recipe's designer tasks ``first..first+n-1`` of regeneration ``step`` (``SpadeEnvPool.designer_task``).
+
+    Each task depends only on the run seed, the step and the design number, so a measurement split into several
+    runs (``--first``) asks the same prompts as one run.
+    """
     from recipe.spade.env_pool import SpadeEnvPool
 
     pool = SpadeEnvPool(spade)
-    return [pool.designer_task(step, design) for design in range(n)]
+    return [pool.designer_task(step, design) for design in range(first, first + n)]
 
 
 def fit(tokenizer: Any, task: dict[str, Any], limit: int) -> Any:
@@ -116,6 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     parser.add_argument("model_dir", help="an HF model directory (e.g. SmolLM2 from smollm2_from_gguf)")
     parser.add_argument("--prompts", type=int, default=24, help="designs to ask for (default 24)")
+    parser.add_argument("--first", type=int, default=0, help="the first design number (split a measurement)")
     parser.add_argument("--batch", type=int, default=4, help="prompts per generate call (default 4)")
     parser.add_argument("--max-new-tokens", type=int, default=768, help="answer cap in tokens (default 768)")
     parser.add_argument("--context", type=int, default=8192, help="the model's context; prompts fit it less the cap")
@@ -140,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     model = AutoModelForCausalLM.from_pretrained(args.model_dir, dtype=torch.float32).eval()
     with tempfile.TemporaryDirectory(prefix="design-validity-") as scratch:
         spade = spade_block(Path(scratch), Path(args.corpus), args.overrides)
-        tasks = designer_prompts(spade, args.prompts)
+        tasks = designer_prompts(spade, args.prompts, args.first)
     limit = args.context - args.max_new_tokens
     fitted = [fit(tokenizer, task, limit) for task in tasks]
     sandbox = WorkerPool(SandboxConfig.from_dict(spade["sandbox"]))
@@ -159,23 +165,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                                temperature=spade["temperature"])  # fmt: skip
             seconds = time.monotonic() - began
             for i, (text, new) in zip(chunk, answers):
+                design = args.first + i
                 if fitted[i].status == "refused":
                     code, reason = "prompt_too_long", "the prompt does not fit without its document"
                 else:
-                    _, report = admit(text, sandbox, spade["setting"], validation, key=f"step 0 design {i}")
+                    _, report = admit(text, sandbox, spade["setting"], validation, key=f"step 0 design {design}")
                     code, reason = report.code, report.reason
-                r = DesignResult(i, tasks[i]["skill"], tasks[i]["doc_id"], len(fitted[i].ids), fitted[i].status, new,
-                                 code, (reason or "")[:160])  # fmt: skip
+                r = DesignResult(design, tasks[i]["skill"], tasks[i]["doc_id"], len(fitted[i].ids), fitted[i].status,
+                                 new, code, (reason or "")[:160], text[:600])  # fmt: skip
                 results.append(r)
-                print(f"  design {i:2d} {r.skill:24s} prompt {r.prompt_tokens:5d} ({r.prompt_fit}) answer {new:4d}  "
-                      f"{code or 'VALID'}: {r.reason[:80]}", flush=True)  # fmt: skip
+                print(f"  design {design:2d} {r.skill:24s} prompt {r.prompt_tokens:5d} ({r.prompt_fit}) answer "
+                      f"{new:4d}  {code or 'VALID'}: {r.reason[:80]}", flush=True)  # fmt: skip
             print(f"  batch of {len(chunk)}: {seconds:.0f} s generation", flush=True)
+            if args.json:  # after every batch: an interrupted measurement keeps what it measured
+                Path(args.json).write_text(json.dumps([asdict(r) for r in results], indent=2) + "\n", encoding="utf-8")
     finally:
         sandbox.shutdown()
     print(summarise(results))
     print(f"total {time.monotonic() - start:.0f} s")
-    if args.json:
-        Path(args.json).write_text(json.dumps([asdict(r) for r in results], indent=2) + "\n", encoding="utf-8")
     return 0
 
 
