@@ -32,10 +32,12 @@ _ROOT = Path(__file__).resolve().parents[2]
 CONFIG = _ROOT / "recipe" / "spade" / "config" / "learn_spade.yaml"
 LAUNCHER = _ROOT / "examples" / "run_spade_tiny_cpu.sh"
 _CLASS = re.compile(r"^class (\w+)", re.MULTILINE)
-SHOWS = ("What this shows: the designer reward of the recipe (validation, the model's hint, paired no-hint / hint / "
-         "placebo plays, the blend of difficulty plateau and regret) responding to a real agent as it learns the "
-         "levels. What it does not show: a model learning to design. The designs are a scripted stand-in (ladder "
-         "rungs, hf_ladder), never trained on; a learning designer needs a code-capable model on a GPU.")  # fmt: skip
+SHOWS = ("What this shows: the recipe's designer reward (validation, the model's hint, paired no-hint / hint / placebo "
+         "plays, the blend of difficulty plateau and credited regret) computed from a real agent's plays of each level "
+         "while that agent trains; whether the agent improved is in the per-step lines above (a FAST run's few steps "
+         "and plays per arm are too few to show it). What it does not show: a model learning to design. The designs "
+         "are a scripted stand-in (ladder rungs, hf_ladder), never trained on; a learning designer needs a "
+         "code-capable model on a GPU.")  # fmt: skip
 
 
 @dataclass(frozen=True)
