@@ -5,8 +5,9 @@ sends: the composed ``spade_trainer`` config's ``spade`` block builds the run's 
 document, skill rotation, memory exemplars, the worked example when ``spade.designer.show_example``), its
 ``designer_task`` gives the messages, and ``recipe.spade.prompt_fit`` fits them to the model's context less the new
 tokens, shortening the document as the designer loop does. Answers are sampled at the rollout temperature (the
-designer's, as in training) in left-padded batches, then each goes through the recipe's admission path
-(``spade_envs.designer.admit``: code extraction, then ``validate_source`` in the sandbox). One line per design and a
+designer's, as in training), one prompt at a time or in left-padded batches (``--batch``); each answer then goes
+through the recipe's admission path (``spade_envs.designer.admit``: code extraction, then ``validate_source`` in the
+sandbox). One line per design and a
 table of failure codes. Nothing here trains; it measures.
 """
 
@@ -122,7 +123,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("model_dir", help="an HF model directory (e.g. SmolLM2 from smollm2_from_gguf)")
     parser.add_argument("--prompts", type=int, default=24, help="designs to ask for (default 24)")
     parser.add_argument("--first", type=int, default=0, help="the first design number (split a measurement)")
-    parser.add_argument("--batch", type=int, default=4, help="prompts per generate call (default 4)")
+    # default 1: on 2 shared cores a left-padded batch of 4 of these ~3,950-token prompts ran 19.7 CPU-minutes
+    # without finishing, where one prompt alone takes ~2.5 (docs/cpu.md)
+    parser.add_argument("--batch", type=int, default=1, help="prompts per generate call (default 1)")
     parser.add_argument("--max-new-tokens", type=int, default=768, help="answer cap in tokens (default 768)")
     parser.add_argument("--context", type=int, default=8192, help="the model's context; prompts fit it less the cap")
     parser.add_argument("--corpus", default=str(CORPUS), help="corpus (default: the launchers' sample corpus)")
