@@ -130,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--context", type=int, default=8192, help="the model's context; prompts fit it less the cap")
     parser.add_argument("--corpus", default=str(CORPUS), help="corpus (default: the launchers' sample corpus)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1: leave the other cores)")
-    parser.add_argument("--seed", type=int, default=0, help="torch sampling seed")
+    parser.add_argument("--seed", type=int, default=0, help="sampling seed (a batch: seed x 1000003 + design)")
     parser.add_argument("--json", help="also write each design's result here")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides of the spade block, e.g. spade.corpus_words=600")
     args = parser.parse_args(argv)
@@ -142,7 +142,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     from spade_envs.validate import ValidationConfig
 
     torch.set_num_threads(args.threads)
-    torch.manual_seed(args.seed)
     tokenizer = AutoTokenizer.from_pretrained(args.model_dir)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -164,6 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for first in range(0, len(tasks), args.batch):
             chunk = range(first, min(first + args.batch, len(tasks)))
             began = time.monotonic()
+            torch.manual_seed(args.seed * 1_000_003 + args.first + first)  # by design number: a split run samples alike
             answers = generate(model, tokenizer, [fitted[i].ids for i in chunk], max_new_tokens=args.max_new_tokens,
                                temperature=spade["temperature"])  # fmt: skip
             seconds = time.monotonic() - began
