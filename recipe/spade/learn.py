@@ -180,16 +180,24 @@ def summarise(
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv``, convert the model once, run both arms, summarise."""
     parser = argparse.ArgumentParser(prog="python -m recipe.spade.learn", description=__doc__.splitlines()[0])
-    parser.add_argument("--run-dir", default=str(_ROOT / "runs" / "learn"), help="run directory (default runs/learn)")
+    parser.add_argument("--run-dir", help="run directory (default runs/learn, MODE=spade: runs/learn-spade)")
+    parser.add_argument("--mode", choices=("learn", "spade"), default="learn",
+                        help="learn: trained vs frozen control; spade: self-play with the ladder stand-in designer "
+                        "(recipe/spade/learn_spade.py)")  # fmt: skip
     parser.add_argument("--fast", action="store_true", help="a quick look: learn.yaml's `fast` sizes (FAST=1)")
     parser.add_argument("--verbose", action="store_true", help="print the tail of each arm's log")
     parser.add_argument("overrides", nargs="*", help="dotlist overrides of learn.yaml, e.g. arm.steps=6")
     args = parser.parse_args(argv)
+    if args.mode == "spade":
+        from recipe.spade import learn_spade
+
+        run_dir = Path(args.run_dir or _ROOT / "runs" / "learn-spade").resolve()
+        return learn_spade.main(run_dir, args.fast, args.verbose, args.overrides)
     cfg = load_config(args.fast, args.overrides)
     from spade_envs.builtin.ladder import write_ladder_pool
 
     rungs, arm_names = pick_rungs(cfg), pick_arms(cfg)
-    run_dir = Path(args.run_dir).resolve()
+    run_dir = Path(args.run_dir or _ROOT / "runs" / "learn").resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     start = time.time()
     if cfg.model_dir == "tiny":

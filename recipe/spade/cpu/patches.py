@@ -46,7 +46,7 @@ def register_rollout_adapter() -> None:
     registry = check_symbol("verl.workers.rollout.base", "_ROLLOUT_REGISTRY")
     if not isinstance(registry, dict) or not hasattr(base, "get_rollout_class"):
         raise PatchError("verl.workers.rollout.base._ROLLOUT_REGISTRY changed; written for verl 0.9.1")
-    for name in ("hf", "hf_scripted", "hf_soak"):
+    for name in ("hf", "hf_scripted", "hf_soak", "hf_ladder"):
         registry[(name, "async")] = "recipe.spade.cpu.hf_rollout.HFServerAdapter"
 
 

@@ -28,6 +28,12 @@ def _load_scripted_replica() -> type:
     return ScriptedDesignerReplica
 
 
+def _load_ladder_replica() -> type:
+    from recipe.spade.cpu.ladder_designer import LadderDesignerReplica
+
+    return LadderDesignerReplica
+
+
 def _load_soak_replica() -> type:
     from recipe.spade.cpu.scripted import SoakDesignerReplica
 
@@ -37,5 +43,6 @@ def _load_soak_replica() -> type:
 RolloutReplicaRegistry.register("hf", _load_hf_replica)
 RolloutReplicaRegistry.register("hf_scripted", _load_scripted_replica)
 RolloutReplicaRegistry.register("hf_soak", _load_soak_replica)
+RolloutReplicaRegistry.register("hf_ladder", _load_ladder_replica)
 if os.environ.get("VERL_PLATFORM", "").strip().lower() == "cpu":
     patches.apply_all()
