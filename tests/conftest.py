@@ -76,6 +76,10 @@ class StubOpenAI:
                 return
 
         class Server(ThreadingHTTPServer):
+            # tests run up to 16 clients at once; socketserver's default listen backlog (5) can overflow on a loaded
+            # machine, and a connection lost there is a transport failure no test means to exercise
+            request_queue_size = 128
+
             def handle_error(self, request: Any, client_address: Any) -> None:
                 # a client that gave up on its request (a run interrupted on purpose) is not an error of the stub
                 if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):

@@ -37,6 +37,8 @@ def test_concurrency_does_not_reorder_or_lose_results(stub_openai, tmp_path):
                     progress=None)  # fmt: skip
     many = run_suite(AimeSuite(2025), client, tmp_path / "b", data_dir=DATA, sampling=sampling, concurrency=16,
                      progress=None)  # fmt: skip
+    for run in (one, many):  # a sample lost to the transport is a failure, not a silent loss: say which it was
+        assert not run.failures and run.interrupted is None, (run.failures, run.interrupted)
     assert [(r.item_id, r.sample) for r in many.records] == [(r.item_id, r.sample) for r in one.records]
     assert len(many.records) == 18 and many.records == one.records
     assert len(_lines(tmp_path / "b" / "aime25.jsonl")) == 18
