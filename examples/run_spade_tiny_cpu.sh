@@ -4,7 +4,10 @@
 set -xeuo pipefail
 
 # Machine facts verl reads from the environment (the CPU platform plugin is loaded through its entry point).
-export VERL_PLATFORM=cpu TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS=1 HYDRA_FULL_ERROR=1 RAY_DEDUP_LOGS=0
+# OMP_NUM_THREADS: torch threads of each trainer process (default 1; `make learn` sets it to use every core, since
+# generation, log-probs and the update run one after the other); HF_ROLLOUT_THREADS: the CPU rollout server's.
+export VERL_PLATFORM=cpu TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} HYDRA_FULL_ERROR=1
+export RAY_DEDUP_LOGS=0
 export WANDB_MODE=disabled RAY_AUTH_MODE=disabled
 
 # Paths

@@ -27,7 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from recipe.spade.learn_stats import Gap, StepRate, gap_over_last_third, write_figure
 
-__all__ = ["arm_command", "main", "pick_arms", "pick_rungs", "read_steps"]
+__all__ = ["arm_command", "main", "pick_arms", "pick_rungs", "read_steps", "thread_env"]
 
 _ROOT = Path(__file__).resolve().parents[2]
 CONFIG = _ROOT / "recipe" / "spade" / "config" / "learn.yaml"
@@ -57,13 +57,21 @@ def pick_rungs(cfg: DictConfig) -> list[str]:
     return picked
 
 
+def thread_env(threads: int) -> dict[str, str]:
+    """The environment that sets the trainer's and the rollout server's torch threads (``0``: every core)."""
+    if threads < 0:
+        raise ValueError(f"threads must be 0 (every core) or a positive count, got {threads}")
+    count = str(threads or os.cpu_count() or 1)
+    return {"OMP_NUM_THREADS": count, "HF_ROLLOUT_THREADS": count}
+
+
 def arm_command(
     cfg: DictConfig, arm: str, model: str, pool_dir: Path, run_dir: Path
 ) -> tuple[list[str], dict[str, str]]:
     """The launcher command and environment of one arm (``control``: the actor is never updated)."""
     a = cfg.arm
     env = {"RUN_DIR": str(run_dir), "STEPS": str(a.steps), "AGENT_ROWS": str(a.rows), "N": str(a.n),
-           "ENVS_PER_REGEN": "0", "PYTHON": sys.executable}  # fmt: skip
+           "ENVS_PER_REGEN": "0", "PYTHON": sys.executable, **thread_env(cfg.threads)}  # fmt: skip
     model_args = [f"spade_cpu.tiny_model_dir={run_dir / 'tiny-model'}"] if model == "tiny" else []
     overrides = [
         f"actor_rollout_ref.model.path={model}", *model_args,
@@ -77,6 +85,8 @@ def arm_command(
         f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={a.micro_batch}",
         f"actor_rollout_ref.actor.optim.lr={a.lr}", "actor_rollout_ref.actor.use_kl_loss=false",
         f"trainer.critic_warmup={a.steps + 1000 if arm == 'control' else 0}",
+        f"algorithm.rollout_correction.bypass_mode={str(bool(a.bypass_old_log_prob)).lower()}",
+        f"++actor_rollout_ref.rollout.custom.hf_gather_s={a.gather_s}",
         "+ray_kwargs.ray_init.address=local",  # its own Ray cluster, never another job's
     ]  # fmt: skip
     return ["bash", str(LAUNCHER), *overrides], env
@@ -177,8 +187,15 @@ def summarise(
     return gap
 
 
+def _exit_on_sigterm(signum: int, _frame: object) -> None:
+    # Python's default SIGTERM ends the process without unwinding, leaving the launcher, Ray and the trainer
+    # running; SystemExit runs each arm's `finally`, which ends the arm's whole process group.
+    raise SystemExit(128 + signum)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv``, convert the model once, run both arms, summarise."""
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     parser = argparse.ArgumentParser(prog="python -m recipe.spade.learn", description=__doc__.splitlines()[0])
     parser.add_argument("--run-dir", help="run directory (default runs/learn, MODE=spade: runs/learn-spade)")
     parser.add_argument("--mode", choices=("learn", "spade"), default="learn",

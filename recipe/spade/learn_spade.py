@@ -26,6 +26,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from recipe.spade.learn import thread_env
+
 __all__ = ["LevelStep", "level_steps", "load_config", "main", "spade_command"]
 
 _ROOT = Path(__file__).resolve().parents[2]
@@ -77,7 +79,7 @@ def spade_command(cfg: DictConfig, model: str, pool_dir: Path, run_dir: Path) ->
     r = cfg.run
     levels = ",".join(cfg.levels)
     env = {"RUN_DIR": str(run_dir), "STEPS": str(r.steps), "REGEN_EVERY": "1", "ENVS_PER_REGEN": str(len(cfg.levels)),
-           "AGENT_ROWS": str(r.rows), "N": str(r.n), "PYTHON": sys.executable}  # fmt: skip
+           "AGENT_ROWS": str(r.rows), "N": str(r.n), "PYTHON": sys.executable, **thread_env(cfg.threads)}  # fmt: skip
     model_args = [f"spade_cpu.tiny_model_dir={run_dir / 'tiny-model'}"] if model == "tiny" else []
     overrides = [
         f"actor_rollout_ref.model.path={model}", *model_args,
@@ -95,6 +97,8 @@ def spade_command(cfg: DictConfig, model: str, pool_dir: Path, run_dir: Path) ->
         f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={r.micro_batch}",
         f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={r.micro_batch}",
         f"actor_rollout_ref.actor.optim.lr={r.lr}", "actor_rollout_ref.actor.use_kl_loss=false",
+        f"algorithm.rollout_correction.bypass_mode={str(bool(r.bypass_old_log_prob)).lower()}",
+        f"++actor_rollout_ref.rollout.custom.hf_gather_s={r.gather_s}",
         "+ray_kwargs.ray_init.address=local",  # its own Ray cluster, never another job's
     ]  # fmt: skip
     return ["bash", str(LAUNCHER), *overrides], env

@@ -102,3 +102,26 @@ def test_failures_reach_every_waiter(engine):
 
     (error,) = asyncio.run(main())
     assert isinstance(error, (IndexError, RuntimeError))
+
+
+def test_a_gather_window_batches_requests_that_arrive_apart(engine):
+    """Agent loops reach the model a few ms apart; with a window they share one batch instead of 1 + the rest."""
+    engine.gather_s = 2.0
+
+    async def main():
+        async def late(i, r):
+            await asyncio.sleep(0.02 * i)
+            return await engine.generate(r)
+
+        return await asyncio.gather(*(late(i, greedy(p)) for i, p in enumerate(PROMPTS * 2)))
+
+    results = asyncio.run(main())
+    assert len(results) == 6 and engine.batches_run == 1 and engine.largest_batch == 6
+    alone = [engine.run_batch([greedy(p)])[0].token_ids for p in PROMPTS * 2]
+    assert [g.token_ids for g in results] == alone, "each waiter gets its own row's result"
+
+
+def test_a_negative_gather_window_is_refused(model_dir):
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="sdpa")
+    with pytest.raises(ValueError, match="gather_s must be >= 0"):
+        BatchedGenerator(model, eos_ids=[408], pad_id=406, gather_s=-0.1)

@@ -20,7 +20,7 @@ def test_make_learns_control_arm_runs_through_the_trainer_and_never_updates_the_
     env = {**os.environ, "SKIP_DOCTOR": "1"}  # the launchers' preflight has its own tests
     command = [sys.executable, "-m", "recipe.spade.learn", "--fast", "--run-dir", str(tmp_path), "model_dir=tiny",
                "rungs=[CompareEnv]", "arm.steps=1", "arm.n=2", "arm.micro_batch=4",
-               "arm.prompt_length=512", "arms=[control]"]  # fmt: skip
+               "arm.prompt_length=512", "arms=[control]", "threads=1"]  # fmt: skip
     run = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=ROOT, env=env)
     log = tmp_path / "control" / "learn.log"
     assert run.returncode == 0, run.stdout + run.stderr + (log.read_text()[-3000:] if log.exists() else "")

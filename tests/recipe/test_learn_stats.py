@@ -4,10 +4,21 @@ file, the rung selection and the two arms' commands (the trainer run itself: tes
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 
-from recipe.spade.learn import _line, arm_command, load_config, pick_arms, pick_rungs, read_steps, summarise
+from recipe.spade.learn import (
+    _line,
+    arm_command,
+    load_config,
+    pick_arms,
+    pick_rungs,
+    read_steps,
+    summarise,
+    thread_env,
+)
 from recipe.spade.learn_stats import StepRate, gap_over_last_third, last_third, write_figure
 
 
@@ -61,9 +72,22 @@ def test_rungs_come_from_the_band_and_only_the_control_arm_is_frozen(tmp_path):
     assert f"trainer.critic_warmup={fast.arm.steps + 1000}" in control and "trainer.critic_warmup=0" in trained
     assert {a for a in control if "critic_warmup" not in a} == {a for a in trained if "critic_warmup" not in a}
     assert env["STEPS"] == str(fast.arm.steps) and env["ENVS_PER_REGEN"] == "0"
+    # both arms: the rollout's log-probs stand in for a second forward pass, and the rollout's gather window is set
+    assert "algorithm.rollout_correction.bypass_mode=true" in control
+    assert f"++actor_rollout_ref.rollout.custom.hf_gather_s={fast.arm.gather_s}" in control
     assert (
         f"spade.fixed_env.pool_dir={tmp_path / 'pool'}" in control and "+ray_kwargs.ray_init.address=local" in control
     )
+
+
+def test_threads_default_to_every_core_and_reach_both_processes():
+    cores = str(os.cpu_count() or 1)
+    assert thread_env(0) == {"OMP_NUM_THREADS": cores, "HF_ROLLOUT_THREADS": cores}
+    assert thread_env(3) == {"OMP_NUM_THREADS": "3", "HF_ROLLOUT_THREADS": "3"}
+    with pytest.raises(ValueError, match="threads must be 0"):
+        thread_env(-1)
+    _, env = arm_command(load_config(False, ["threads=1"]), "trained", "/m", Path("/p"), Path("/r"))
+    assert env["OMP_NUM_THREADS"] == "1" and env["HF_ROLLOUT_THREADS"] == "1"
 
 
 def test_the_summary_gives_the_gap_with_both_arms_and_none_with_one(tmp_path, capsys):

@@ -65,14 +65,22 @@ class BatchedGenerator:
     """Serve concurrent :meth:`generate` calls from one model, batching whatever is pending.
 
     ``lock`` serialises generation with weight updates (:meth:`load_state_dict`), so a batch never sees
-    half-updated weights.
+    half-updated weights. ``gather_s``: once a request is pending, keep collecting while the next one arrives within
+    this many seconds (up to ``max_batch``). Agent loops reach their first turn a few milliseconds apart (each starts
+    an env first); without it the first request decodes alone and the rest wait for it, which on CPU costs a whole
+    extra pass over the weights per token (``make learn``: a batch of 1, then 31).
     """
 
-    def __init__(self, model: torch.nn.Module, eos_ids: list[int], pad_id: int, max_batch: int = 32) -> None:
+    def __init__(
+        self, model: torch.nn.Module, eos_ids: list[int], pad_id: int, max_batch: int = 32, gather_s: float = 0.0
+    ) -> None:
+        if gather_s < 0:
+            raise ValueError(f"gather_s must be >= 0, got {gather_s}")
         self.model = model.eval()
         self.eos_ids = set(eos_ids)
         self.pad_id = pad_id
         self.max_batch = max_batch
+        self.gather_s = gather_s
         self.lock = threading.Lock()
         self._queue: asyncio.Queue[_Pending] | None = None
         self._worker: asyncio.Task | None = None
@@ -94,8 +102,16 @@ class BatchedGenerator:
         assert self._queue is not None
         while True:
             batch = [await self._queue.get()]
-            while len(batch) < self.max_batch and not self._queue.empty():
-                batch.append(self._queue.get_nowait())
+            while len(batch) < self.max_batch:
+                if not self._queue.empty():
+                    batch.append(self._queue.get_nowait())
+                elif self.gather_s <= 0:
+                    break
+                else:
+                    try:
+                        batch.append(await asyncio.wait_for(self._queue.get(), self.gather_s))
+                    except TimeoutError:
+                        break
             try:
                 results = await asyncio.to_thread(self.run_batch, [p.request for p in batch])
             except Exception as exc:  # noqa: BLE001  (every waiter must learn of the failure)
@@ -134,7 +150,7 @@ class BatchedGenerator:
             ids[i, width - len(r.prompt_ids) :] = torch.tensor(r.prompt_ids, dtype=torch.long)
             mask[i, width - len(r.prompt_ids) :] = 1
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
         past, logits = out.past_key_values, out.logits[:, -1, :].float()
         seen = [list(r.prompt_ids) for r in requests]
         tokens: list[list[int]] = [[] for _ in requests]
@@ -162,7 +178,7 @@ class BatchedGenerator:
             mask = torch.cat([mask, torch.ones((n, 1), dtype=torch.long)], dim=1)
             last_pos = last_pos + 1
             out = self.model(input_ids=chosen[:, None], attention_mask=mask, position_ids=last_pos[:, None],
-                             past_key_values=past, use_cache=True)  # fmt: skip
+                             past_key_values=past, use_cache=True, logits_to_keep=1)  # fmt: skip
             past, logits = out.past_key_values, out.logits[:, -1, :].float()
         return [
             Generation(t, lp if r.logprobs else None, why) for t, lp, r, why in zip(tokens, logps, requests, reasons)

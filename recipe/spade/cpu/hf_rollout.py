@@ -53,7 +53,10 @@ class HFRolloutServer:
         eos = gen.eos_token_id if isinstance(gen.eos_token_id, list) else [gen.eos_token_id]
         pad = gen.pad_token_id if gen.pad_token_id is not None else eos[0]
         self.tied = bool(getattr(model.config, "tie_word_embeddings", False))
-        self.engine = BatchedGenerator(model, [e for e in eos if e is not None], pad, max_batch=max_batch)
+        # rollout.custom.hf_gather_s: how long a pending batch waits for the next request (BatchedGenerator)
+        gather_s = float((self.config.custom or {}).get("hf_gather_s", 0.0))
+        self.engine = BatchedGenerator(model, [e for e in eos if e is not None], pad, max_batch=max_batch,
+                                       gather_s=gather_s)  # fmt: skip
         self.replica_rank = replica_rank
         self.global_steps: int | None = None
         self.weight_version = 0
