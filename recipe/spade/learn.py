@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from recipe.spade.learn_stats import Gap, StepRate, gap_over_last_third, write_figure
+from recipe.spade.process_group import exit_on_sigterm, process_group
 
 __all__ = ["arm_command", "main", "pick_arms", "pick_rungs", "read_steps", "thread_env"]
 
@@ -126,12 +126,9 @@ def run_arm(cfg: DictConfig, arm: str, model: str, pool_dir: Path, run_dir: Path
     by_step = {r.step: r for r in control}
     seen: list[StepRate] = []
     with log.open("w", encoding="utf-8") as out:
-        # its own session, so an interrupted `make learn` can end the launcher and everything it started
-        env = {**os.environ, **env, **skip}
-        proc = subprocess.Popen(
-            command, stdout=out, stderr=subprocess.STDOUT, cwd=_ROOT, env=env, start_new_session=True
-        )
-        try:
+        # its own session, so an interrupted `make learn` ends the launcher and everything it started
+        with process_group(command, stdout=out, stderr=subprocess.STDOUT, cwd=_ROOT,
+                           env={**os.environ, **env, **skip}) as proc:  # fmt: skip
             while True:
                 done = proc.poll() is not None
                 steps = read_steps(arm_dir / "spade" / "spade_metrics.jsonl", start)
@@ -141,10 +138,6 @@ def run_arm(cfg: DictConfig, arm: str, model: str, pool_dir: Path, run_dir: Path
                 if done:
                     break
                 time.sleep(1.0)
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-                proc.wait(timeout=60)
     if verbose or proc.returncode != 0:
         tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-30:]
         print("\n".join(f"    {line[:200]}" for line in tail))
@@ -187,15 +180,9 @@ def summarise(
     return gap
 
 
-def _exit_on_sigterm(signum: int, _frame: object) -> None:
-    # Python's default SIGTERM ends the process without unwinding, leaving the launcher, Ray and the trainer
-    # running; SystemExit runs each arm's `finally`, which ends the arm's whole process group.
-    raise SystemExit(128 + signum)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv``, convert the model once, run both arms, summarise."""
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    exit_on_sigterm()  # SIGTERM ends each arm's process group too
     parser = argparse.ArgumentParser(prog="python -m recipe.spade.learn", description=__doc__.splitlines()[0])
     parser.add_argument("--run-dir", help="run directory (default runs/learn, MODE=spade: runs/learn-spade)")
     parser.add_argument("--mode", choices=("learn", "spade"), default="learn",

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from recipe.spade.learn import thread_env
+from recipe.spade.process_group import process_group
 
 __all__ = ["LevelStep", "level_steps", "load_config", "main", "spade_command"]
 
@@ -170,9 +170,8 @@ def run(cfg: DictConfig, model: str, pool_dir: Path, run_dir: Path, verbose: boo
     start = last = time.time()
     printed = 0
     with log.open("w", encoding="utf-8") as out:
-        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=_ROOT,
-                                env={**os.environ, **env}, start_new_session=True)  # fmt: skip
-        try:
+        with process_group(command, stdout=out, stderr=subprocess.STDOUT, cwd=_ROOT,
+                           env={**os.environ, **env}) as proc:  # fmt: skip
             while True:
                 done = proc.poll() is not None
                 rows = _metrics(spade_dir / "spade_metrics.jsonl", start)
@@ -187,10 +186,6 @@ def run(cfg: DictConfig, model: str, pool_dir: Path, run_dir: Path, verbose: boo
                 if done:
                     break
                 time.sleep(1.0)
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-                proc.wait(timeout=60)
     if verbose or proc.returncode != 0:
         tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-30:]
         print("\n".join(f"    {line[:200]}" for line in tail))

@@ -16,11 +16,18 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+    """Whether a running (not zombie) process is left in process group ``pgid``.
+
+    ``killpg(pgid, 0)`` also counts zombies: the stand-in's orphaned ``sleep`` is reparented to the nearest child
+    subreaper, which may be this test's own process, and stays a zombie until reaped."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            return True
+    return False
 
 
 def test_sigterm_ends_the_arm_process_group(tmp_path):
@@ -55,3 +62,36 @@ def test_sigterm_ends_the_arm_process_group(tmp_path):
             proc.kill()
         if pid_file.exists() and pid_file.read_text().strip() and _alive(int(pid_file.read_text())):
             os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+
+
+def test_a_sigterm_during_the_start_still_ends_the_group(tmp_path, monkeypatch):
+    """The race CI hit: SIGTERM between the child's start and the `finally` that would end its group."""
+    import subprocess as real_subprocess
+
+    from recipe.spade import process_group as module
+
+    started: list[int] = []
+
+    class PopenThenSigterm(real_subprocess.Popen):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            started.append(self.pid)
+            os.kill(os.getpid(), signal.SIGTERM)  # arrives before process_group's `try`
+
+    monkeypatch.setattr(module.subprocess, "Popen", PopenThenSigterm)
+    previous = signal.getsignal(signal.SIGTERM)
+    module.exit_on_sigterm()
+    try:
+        try:
+            with module.process_group(["bash", "-c", "sleep 300 & wait"]):
+                time.sleep(5)  # the held signal is delivered on entry, never reaching here
+            raised = None
+        except SystemExit as exc:
+            raised = exc.code
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert raised == 128 + signal.SIGTERM and started
+    deadline = time.time() + 30
+    while _alive(started[0]) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not _alive(started[0]), "a SIGTERM during the start left the child's group running"
