@@ -3,7 +3,7 @@
 ``make learn`` starts the launcher, which starts Ray and the trainer: all of them must end when ``make learn`` is
 stopped (Ctrl-C, a scheduler's time limit, ``kill``). Python's default SIGTERM ends the process without unwinding;
 :func:`exit_on_sigterm` turns it into ``SystemExit`` so the ``finally`` below runs. SIGTERM is held while the child
-starts, so one that arrives before the group exists is delivered only once the ``finally`` can end it.
+starts, so one that arrives before the group exists takes effect only once the ``finally`` can end it.
 """
 
 from __future__ import annotations
@@ -18,7 +18,15 @@ from typing import Any
 __all__ = ["exit_on_sigterm", "process_group"]
 
 
+_starting = False  # a child is being started: a SIGTERM now is held until its group can be ended
+_held: int | None = None
+
+
 def _raise_exit(signum: int, _frame: object) -> None:
+    global _held
+    if _starting:
+        _held = signum
+        return
     raise SystemExit(128 + signum)
 
 
@@ -27,21 +35,28 @@ def exit_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, _raise_exit)
 
 
-def _unblock_sigterm() -> None:  # in the child, before exec: it must not inherit the held SIGTERM
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-
-
 @contextmanager
 def process_group(command: Sequence[str], **popen: Any) -> Iterator[subprocess.Popen]:
-    """Start ``command`` in a new session; on leaving the block, SIGTERM its whole group if it still runs."""
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    """Start ``command`` in a new session; on leaving the block, SIGTERM its whole group if it still runs.
+
+    A flag, not the signal mask, holds a SIGTERM that arrives during the start: a process-directed signal goes to
+    any thread that does not block it, and Python runs its handler in the main thread regardless.
+    """
+    global _starting, _held
+    _starting = True
     try:
-        proc = subprocess.Popen(list(command), start_new_session=True, preexec_fn=_unblock_sigterm, **popen)
+        proc = subprocess.Popen(list(command), start_new_session=True, **popen)
     except BaseException:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        _starting = False
+        if _held is not None:
+            signum, _held = _held, None
+            raise SystemExit(128 + signum) from None
         raise
+    _starting = False  # a SIGTERM from here on is held too, until the check below
     try:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a SIGTERM held during the start is delivered here
+        if _held is not None:
+            signum, _held = _held, None
+            raise SystemExit(128 + signum)
         yield proc
     finally:
         if proc.poll() is None:

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -79,6 +80,10 @@ def test_a_sigterm_during_the_start_still_ends_the_group(tmp_path, monkeypatch):
             os.kill(os.getpid(), signal.SIGTERM)  # arrives before process_group's `try`
 
     monkeypatch.setattr(module.subprocess, "Popen", PopenThenSigterm)
+    # another thread, as pytest-xdist's workers have: a process-directed signal may be taken by it
+    stop = threading.Event()
+    bystander = threading.Thread(target=stop.wait, daemon=True)
+    bystander.start()
     previous = signal.getsignal(signal.SIGTERM)
     module.exit_on_sigterm()
     try:
@@ -90,6 +95,7 @@ def test_a_sigterm_during_the_start_still_ends_the_group(tmp_path, monkeypatch):
             raised = exc.code
     finally:
         signal.signal(signal.SIGTERM, previous)
+        stop.set()
     assert raised == 128 + signal.SIGTERM and started
     deadline = time.time() + 30
     while _alive(started[0]) and time.time() < deadline:
