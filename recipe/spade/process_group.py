@@ -52,8 +52,8 @@ def process_group(command: Sequence[str], **popen: Any) -> Iterator[subprocess.P
             signum, _held = _held, None
             raise SystemExit(128 + signum) from None
         raise
-    _starting = False  # a SIGTERM from here on is held too, until the check below
     try:
+        _starting = False  # inside the `try`: a SIGTERM from here on raises where the `finally` ends the group
         if _held is not None:
             signum, _held = _held, None
             raise SystemExit(128 + signum)
