@@ -29,7 +29,7 @@ _ROOT = Path(__file__).resolve().parents[1]
 if str(_ROOT) not in sys.path:  # run as a script from a checkout
     sys.path.insert(0, str(_ROOT))
 
-from spade_envs.loader import load_env_class  # noqa: E402
+from spade_envs.envs.loader import load_env_class  # noqa: E402
 from spade_envs.sandbox import RemoteEnv, SandboxConfig, SandboxError, WorkerPool, probe_isolation  # noqa: E402
 from spade_envs.sandbox.config import ISOLATION_LEVELS  # noqa: E402
 from spade_envs.sandbox.process import Worker, become_subreaper  # noqa: E402

@@ -5,7 +5,7 @@ Run: ``.venv/bin/python benchmarks/bench_spade_step.py [--steps 5] [--work DIR]`
 * SPADE: ``examples/run_spade_tiny_cpu.sh`` (4 rows x rollout.n 2, response budget 64, regen_every 2) with the
   scripted designer stand-in (``hf_scripted``), so that design steps admit environments and pay for validation, hint
   writing and the paired measurement plays, as a real run would. Design and play-only steps are reported apart.
-* GRPO: ``recipe.spade.cpu.main_cpu`` (verl's plain GRPO) with the same model, 4 prompts x n 2, response budget 64,
+* GRPO: ``recipe.spade.laptop.main_cpu`` (verl's plain GRPO) with the same model, 4 prompts x n 2, response budget 64,
   and tiny prompts padded with filler words to SPADE's mean prompt length, so that both train on about the same
   number of tokens per step.
 
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from recipe.spade.cpu.tiny_model import build_tiny_qwen3  # noqa: E402
-from spade_envs.table import format_table  # noqa: E402
+from spade_envs.cli.table import format_table  # noqa: E402
 
 #: Issue 31's figures for main at 311d5ce (before the host-boundary work), tiny model, 2-core machine at load ~2.
 REFERENCE = {"ratio": "1.48x", "share": "0.79"}
@@ -69,7 +69,7 @@ def spade_steps(work: Path, steps: int) -> dict[int, dict[str, float]]:
 
 
 def grpo_steps(work: Path, steps: int, context_words: int) -> dict[int, dict[str, float]]:
-    command = [sys.executable, "-m", "recipe.spade.cpu.main_cpu", f"spade_cpu.tiny_model_dir={work / 'model'}",
+    command = [sys.executable, "-m", "recipe.spade.laptop.main_cpu", f"spade_cpu.tiny_model_dir={work / 'model'}",
                f"spade_cpu.tiny_data_dir={work / 'data'}", f"spade_cpu.tiny_context_words={context_words}",
                f"trainer.total_training_steps={steps}", "data.train_batch_size=4", "actor_rollout_ref.rollout.n=2",
                "data.max_prompt_length=2048", "data.max_response_length=64", "data.filter_overlong_prompts=false",

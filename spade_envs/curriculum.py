@@ -28,12 +28,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from spade_envs.designer import stored_copy
-from spade_envs.memory import EnvMemory
-from spade_envs.memory_record import MemoryRecord
-from spade_envs.rewards import SkillEMA
-from spade_envs.skills import SKILLS
-from spade_envs.spec import EnvSpec
+from spade_envs.design.designer import stored_copy
+from spade_envs.design.memory import EnvMemory
+from spade_envs.design.memory_record import MemoryRecord
+from spade_envs.design.rewards import SkillEMA
+from spade_envs.envs.skills import SKILLS
+from spade_envs.envs.spec import EnvSpec
 
 __all__ = ["POOL_STATE_FILES", "Curriculum", "CurriculumConfig", "TaskSource"]
 

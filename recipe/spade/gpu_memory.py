@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spade_envs.model_shapes import ModelShape, checkpoint_bytes, shape_of
+from spade_envs.cli.model_shapes import ModelShape, checkpoint_bytes, shape_of
 
 __all__ = ["compose", "launcher_plan", "memory_report"]
 

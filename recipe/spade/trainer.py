@@ -51,7 +51,7 @@ from recipe.spade.env_pool import ACTOR_NAME, POOL_STATE_FILES, start_env_pool
 from recipe.spade.recording import scores_entry
 from recipe.spade.reward_manager import designer_reward_config
 from recipe.spade.turn_batches import batch_multiple, is_episode_row, loss_weights, mini_batches
-from spade_envs.rewards import plateau
+from spade_envs.design.rewards import plateau
 
 __all__ = ["SpadeTrainer"]
 

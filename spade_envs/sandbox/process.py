@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from spade_envs.failures import FAILURE_CODES
+from spade_envs.envs.failures import FAILURE_CODES
 from spade_envs.sandbox import protocol
 from spade_envs.sandbox.cgroups import PidsCgroup, pids_root
 from spade_envs.sandbox.config import SandboxConfig

@@ -81,7 +81,7 @@ class ScriptedDesignerReplica(HFReplica):
 
 
 #: Seeds on which the soak's faulty envs misbehave: the agent's seeds (10,007 x step + slot for steps 1-9) fall inside;
-#: the measurement seeds of a design (hashed into [100,000, 2**31): spade_envs.measure.measurement_seeds) and
+#: the measurement seeds of a design (hashed into [100,000, 2**31): spade_envs.design.measure.measurement_seeds) and
 #: (almost surely) validation's drawn seeds in [1, 2**31) do not, so these envs are admitted and then fail while the
 #: agent plays them.
 _FAULT_SEEDS = "10_000 <= (self._soak_seed or 0) < 100_000"

@@ -21,7 +21,7 @@ class LoadedEnv:
     max_turns = 1
 
     def reset(self, seed=None):
-        names = ("numpy", "spade_envs.tooluse", "dataclasses", "traceback", "spade_envs.contract")
+        names = ("numpy", "spade_envs.envs.tooluse", "dataclasses", "traceback", "spade_envs.envs.contract")
         return json.dumps([name for name in names if name in sys.modules]), {}
 
     def step(self, action):
@@ -50,9 +50,9 @@ def _loaded(worker: Worker) -> list[str]:
 
 def test_a_worker_started_on_demand_loads_only_what_init_needs_and_a_pre_started_one_the_rest():
     config = SandboxConfig(isolation=_level(), preload_numpy=True)
-    assert _loaded(Worker(config, config.isolation)) == ["spade_envs.contract"]
+    assert _loaded(Worker(config, config.isolation)) == ["spade_envs.envs.contract"]
     assert _loaded(Worker(config, config.isolation, warm=True)) == [
-        "numpy", "spade_envs.tooluse", "dataclasses", "traceback", "spade_envs.contract"
+        "numpy", "spade_envs.envs.tooluse", "dataclasses", "traceback", "spade_envs.envs.contract"
     ]  # fmt: skip
 
 
