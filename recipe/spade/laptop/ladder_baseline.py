@@ -2,7 +2,7 @@ r"""``python -m recipe.spade.laptop.ladder_baseline MODEL_DIR``: a model's win r
 
 GRPO learns only from groups with both wins and losses, so ``make learn`` trains on the rungs whose baseline sits
 between 0.1 and 0.6. This measures it the way the trainer plays: the agent's system prompt and first-turn wrapping
-(``spade_envs.design.prompts.agent_messages``), later observations as plain user turns, sampling at the rollout
+(``spade_envs.play.prompts.agent_messages``), later observations as plain user turns, sampling at the rollout
 temperature, ``turn_tokens`` per reply, the command taken from the last ``\boxed{}``. Episodes of one rung are
 batched: every turn is one ``generate`` call over the episodes still running. The rungs are trusted built-ins, so
 they run in-process here (the trainer plays them in its sandbox).
