@@ -389,7 +389,7 @@ def test_header_count_and_duplicates_are_checked(saved):
         EnvMemory.load(path)
     header = json.loads(lines[0])
     write(path, [json.dumps(header | {"version": 99}), *lines[1:]])
-    with pytest.raises(MemoryFileError, match=":1: not a spade_envs.design.memory file of version 1"):
+    with pytest.raises(MemoryFileError, match=":1: not a spade_envs.memory file of version 1"):
         EnvMemory.load(path)
     write(path, [json.dumps(header | {"config": {"capacity": 2}}), *lines[1:]])
     with pytest.raises(MemoryFileError, match=":4: more records than capacity 2"):
