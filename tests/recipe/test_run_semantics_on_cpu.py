@@ -12,7 +12,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
-from recipe.spade.env_pool import POOL_STATE_FILES, RUN_FILES, SpadeEnvPool
+from recipe.spade.env_pool import BATCHES_FILE, POOL_STATE_FILES, RUN_FILES, SpadeEnvPool
 from recipe.spade.main_spade import prepare
 from recipe.spade.schedule import schedule_rows
 from recipe.spade.trainer import SpadeTrainer
@@ -250,7 +250,8 @@ def test_a_fresh_start_never_reads_what_an_earlier_run_left_in_the_run_dir(tmp_p
     fresh = SpadeEnvPool(spade)  # crashed before any checkpoint: a fresh start in the same run dir
     assert env not in fresh.memory and env not in fresh.live
     stale = [p for p in tmp_path.iterdir() if p.name.startswith("stale-")]
-    assert len(stale) == 1 and {p.name for p in stale[0].iterdir()} == set(RUN_FILES)  # the run record too
+    # the run record too; batches.jsonl only with spade.dump_batches (off here)
+    assert len(stale) == 1 and {p.name for p in stale[0].iterdir()} == set(RUN_FILES) - {BATCHES_FILE}
 
     checkpoint = tmp_path / "ckpt"
     checkpoint.mkdir()
