@@ -47,7 +47,7 @@ from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
 from verl.workers.utils.padding import response_to_nested
 
 from recipe.spade.advantages import role_advantages, step_designer_scale
-from recipe.spade.env_pool import ACTOR_NAME, POOL_STATE_FILES, start_env_pool
+from recipe.spade.env_pool import ACTOR_NAME, BATCHES_FILE, POOL_STATE_FILES, start_env_pool
 from recipe.spade.recording import scores_entry
 from recipe.spade.reward_manager import designer_reward_config
 from recipe.spade.turn_batches import batch_multiple, is_episode_row, loss_weights, mini_batches
@@ -301,7 +301,7 @@ def _dump_batch(run_dir: Path, step: int, batch: KVBatchMeta, extra: list, real:
     """
     mask = padded["response_mask"].bool()
     scores = padded["rm_scores"].sum(dim=-1).tolist()
-    with (run_dir / "batches.jsonl").open("a", encoding="utf-8") as f:
+    with (run_dir / BATCHES_FILE).open("a", encoding="utf-8") as f:  # cut on resume, set aside on a fresh start
         for i, key in enumerate(batch.keys):
             e = extra[i] if real[i] else {}
             values = advantages[i][mask[i]]

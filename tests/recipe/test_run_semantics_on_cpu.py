@@ -12,7 +12,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
-from recipe.spade.env_pool import POOL_STATE_FILES, RUN_FILES, SpadeEnvPool
+from recipe.spade.env_pool import BATCHES_FILE, POOL_STATE_FILES, RUN_FILES, SpadeEnvPool
 from recipe.spade.main_spade import prepare
 from recipe.spade.schedule import schedule_rows
 from recipe.spade.trainer import SpadeTrainer
@@ -184,6 +184,7 @@ def test_a_resume_keeps_play_windows_learning_potential_folds_and_one_metrics_ro
     crashed = (tmp_path / "run" / "spade_metrics.jsonl").read_text()
     assert [json.loads(line)["spade/step"] for line in crashed.splitlines()] == [0, 1, 2]
     resumed = SpadeEnvPool(spade, restore_from=ckpt)  # the same run dir, as a resumed run has
+    assert resumed.state.window == {env: [3.0, 4]}  # the play window of step 0 came with the checkpoint
     assert (tmp_path / "run" / "spade_metrics.jsonl").read_text() == crashed.splitlines(keepends=True)[0]
     for step in (1, 2):
         resumed.agent_task(step, 0)
@@ -197,10 +198,10 @@ def test_a_resume_keeps_play_windows_learning_potential_folds_and_one_metrics_ro
     skill = "mathematical_reasoning"
     assert resumed.lp_slow.get(skill) == pytest.approx(0.3) and resumed.lp_fast.get(skill) == pytest.approx(0.3)
     assert resumed.lp_slow.get(skill) == first.lp_slow.get(skill)
-    for pool in (first, resumed):  # step 3: one more play of the env, outcome 0
-        pool.agent_task(3, 0)
+    for pool in (first, resumed):  # step 3: one more play of the env, outcome 0, in a later regeneration period:
+        pool.agent_task(3, 0)  # it re-scores the env anew (review 3, finding 17), in both runs alike
         pool.record_play(env, 3, 0.0, None, 0)
-    assert resumed.memory.get(env).win_rate == first.memory.get(env).win_rate == pytest.approx(0.6)
+    assert resumed.memory.get(env).win_rate == first.memory.get(env).win_rate == 0.0
 
 
 def test_resume_path_restores_the_pool_from_the_checkpoint_verl_loaded(tmp_path, monkeypatch):
@@ -249,7 +250,8 @@ def test_a_fresh_start_never_reads_what_an_earlier_run_left_in_the_run_dir(tmp_p
     fresh = SpadeEnvPool(spade)  # crashed before any checkpoint: a fresh start in the same run dir
     assert env not in fresh.memory and env not in fresh.live
     stale = [p for p in tmp_path.iterdir() if p.name.startswith("stale-")]
-    assert len(stale) == 1 and {p.name for p in stale[0].iterdir()} == set(RUN_FILES)  # the run record too
+    # the run record too; batches.jsonl only with spade.dump_batches (off here)
+    assert len(stale) == 1 and {p.name for p in stale[0].iterdir()} == set(RUN_FILES) - {BATCHES_FILE}
 
     checkpoint = tmp_path / "ckpt"
     checkpoint.mkdir()
