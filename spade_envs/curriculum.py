@@ -29,6 +29,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from spade_envs.designer import stored_copy
+from spade_envs.measure import training_seed
 from spade_envs.memory import EnvMemory
 from spade_envs.memory_record import MemoryRecord
 from spade_envs.rewards import SkillEMA
@@ -198,7 +199,7 @@ class Curriculum:
         else:
             env_id = self.live[(step * 7919 + slot) % len(self.live)]
         record = self.memory.get(env_id)
-        seed = (self.config.seed * 1_000_003 + step * 10_007 + slot) % (2**31 - 1)
+        seed = training_seed(self.config.seed, step, slot)  # hashed as measurement seeds are: no tell between them
         task = {"env_id": env_id, "source": record.spec.source, "setting": record.setting, "seed": seed,
                 "skill": record.skill, "step": step}  # fmt: skip
         self.agent_tasks[(step, slot)] = task
