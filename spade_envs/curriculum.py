@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from spade_envs.contract import is_win
 from spade_envs.designer import stored_copy
 from spade_envs.measure import training_seed
 from spade_envs.memory import EnvMemory
@@ -104,7 +105,7 @@ class Curriculum:
         self.lp_slow = SkillEMA(config.lp_slow_ema)
         self.live: list[str] = [r.env_id for r in memory if r.setting == config.setting and r.playable]
         self.generation: list[str] = []
-        self.window: dict[str, list[float]] = {}  # env id -> [sum, count] of its training plays' outcomes
+        self.window: dict[str, list[float]] = {}  # env id -> [wins, count] of its training plays
         self.events: list[dict[str, Any]] = []
         self.current_step = -1
         self.logged: set[int] = set()
@@ -208,6 +209,9 @@ class Curriculum:
     def record_play(self, env_id: str, step: int, outcome: float, fault: str | None, slot: int | None = None) -> None:
         """An agent training play finished: re-score the env in memory (win rate over its plays so far).
 
+        Wins only (outcome 1, :func:`~spade_envs.contract.is_win`), as the designer reward counts them: an env that
+        pays partial credit for every loss is labelled by the wins it gives, never "learnable" at 0.5.
+
         With the RLVE baseline the play instead counts in its env's difficulty window (``slot`` names its task).
         """
         self.record_plays(env_id, step, [outcome], [fault], slot)
@@ -227,7 +231,7 @@ class Curriculum:
             if task is not None:
                 self.rlve.record(task, outcome, fault)  # type: ignore[union-attr]
             if fault is None:
-                ok = ok[0] + outcome, ok[1] + 1
+                ok = ok[0] + float(is_win(outcome)), ok[1] + 1
         if not ok[1] or env_id not in self.memory:  # faults only, or evicted since the play started
             return
         window = self.window.setdefault(env_id, [0.0, 0])

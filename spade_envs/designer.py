@@ -317,7 +317,7 @@ def _design_once(
         hint_failure=outcome.hint_failure,
         paired_placebo=outcome.placebo,
     )
-    outcome.win_rate = window.mean_outcome
+    outcome.win_rate = window.win_rate  # wins only: partial credit is no win (spade_envs.rewards)
     outcome.regret = credited_regret(config.reward, window)  # placebo, hint failure and feasibility gates applied
     outcome.designer_reward = designer_reward(config.reward, window)
     memory.add(MemoryRecord(spec=spec, win_rate=outcome.win_rate, regret=outcome.regret, plays=len(seeds),
