@@ -29,7 +29,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from spade_envs.contract import is_win
 from spade_envs.designer import stored_copy
+from spade_envs.measure import training_seed
 from spade_envs.memory import EnvMemory
 from spade_envs.memory_record import MemoryRecord
 from spade_envs.rewards import SkillEMA
@@ -105,7 +107,7 @@ class Curriculum:
         self.lp_slow = SkillEMA(config.lp_slow_ema)
         self.live: list[str] = [r.env_id for r in memory if r.setting == config.setting and r.playable]
         self.generation: list[str] = []
-        self.window: dict[str, list[float]] = {}  # env id -> [sum, count] of its training plays in this period
+        self.window: dict[str, list[float]] = {}  # env id -> [wins, count] of its training plays in this period
         self.events: list[dict[str, Any]] = []
         self.current_step = -1
         self.logged: set[int] = set()
@@ -209,7 +211,7 @@ class Curriculum:
         else:
             env_id = self.live[(step * 7919 + slot) % len(self.live)]
         record = self.memory.get(env_id)
-        seed = (self.config.seed * 1_000_003 + step * 10_007 + slot) % (2**31 - 1)
+        seed = training_seed(self.config.seed, step, slot)  # hashed as measurement seeds are: no tell between them
         task = {"env_id": env_id, "source": record.spec.source, "setting": record.setting, "seed": seed,
                 "skill": record.skill, "step": step}  # fmt: skip
         self.agent_tasks[(step, slot)] = task
@@ -221,6 +223,9 @@ class Curriculum:
         A play window spans one regeneration period (:meth:`_period`: the steps a generation is live), so the win
         rate a live env earns is the mean of its live plays, and a replay in a later period replaces it with the mean
         of the replay's plays, as :meth:`EnvMemory.update_stats` documents: the agent that earned the old one is gone.
+
+        Wins only (outcome 1, :func:`~spade_envs.contract.is_win`), as the designer reward counts them: an env that
+        pays partial credit for every loss is labelled by the wins it gives, never "learnable" at 0.5.
 
         With the RLVE baseline the play instead counts in its env's difficulty window (``slot`` names its task).
         """
@@ -241,7 +246,7 @@ class Curriculum:
             if task is not None:
                 self.rlve.record(task, outcome, fault)  # type: ignore[union-attr]
             if fault is None:
-                ok = ok[0] + outcome, ok[1] + 1
+                ok = ok[0] + float(is_win(outcome)), ok[1] + 1
         if not ok[1] or env_id not in self.memory:  # faults only, or evicted since the play started
             return
         window = self.window.setdefault(env_id, [0.0, 0])

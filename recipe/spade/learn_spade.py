@@ -27,6 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from recipe.spade.learn import thread_env
 from recipe.spade.process_group import process_group
+from spade_envs.contract import is_win
 
 __all__ = ["LevelStep", "level_steps", "load_config", "main", "spade_command"]
 
@@ -132,7 +133,7 @@ def level_steps(record: Path) -> list[LevelStep]:
 
 
 def _rate(plays: list[float]) -> str:
-    return f"{sum(p > 0 for p in plays)}/{len(plays)}" if plays else "-"
+    return f"{sum(map(is_win, plays))}/{len(plays)}" if plays else "-"  # wins: partial credit is no win
 
 
 def _num(value: float | None, fmt: str = "+.2f") -> str:

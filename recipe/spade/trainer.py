@@ -51,7 +51,7 @@ from recipe.spade.env_pool import ACTOR_NAME, BATCHES_FILE, POOL_STATE_FILES, st
 from recipe.spade.recording import scores_entry
 from recipe.spade.reward_manager import designer_reward_config
 from recipe.spade.turn_batches import batch_multiple, is_episode_row, loss_weights, mini_batches
-from spade_envs.rewards import plateau
+from spade_envs.rewards import plateau, win_rate
 
 __all__ = ["SpadeTrainer"]
 
@@ -343,7 +343,7 @@ def role_metrics(extra: list[dict[str, Any]], scores: list[float], real: list[bo
         )
     measured = [e["spade_measure"] for e, _ in rows if e.get("spade_role") == "designer" and e.get("spade_measure")]
     if measured:
-        win_rates = [float(np.mean(m["no_hint"])) for m in measured]
+        win_rates = [win_rate(m["no_hint"]) for m in measured]  # wins, as the reward's plateau reads them
         band = (reward_cfg.plateau_low, reward_cfg.plateau_high, reward_cfg.plateau_ramp)
         metrics["spade/designer/plateau_mean"] = float(np.mean([plateau(w, *band) for w in win_rates]))
     wall = sum(float(e.get("spade_wall_s", 0.0)) for e in agents)
