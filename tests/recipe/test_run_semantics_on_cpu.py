@@ -108,7 +108,7 @@ def good_outcome(source: str) -> dict:
 
 def test_the_same_design_admitted_twice_is_re_scored_not_an_error(tmp_path):
     pool = SpadeEnvPool(pool_config(tmp_path))
-    source = builtin_source("VaultCodeEnv") + "\n\nEXTRA_CONSTANT = 12345\n"
+    source = builtin_source("VaultCodeEnv") + "\n\nVaultCodeEnv.variant = 12345\n"
     first = pool.register_design(0, good_outcome(source))
     second = pool.register_design(0, {**good_outcome(source), "win_rate": 0.75})
     assert first == second and pool.generation == [first]
@@ -124,7 +124,7 @@ def test_a_full_memory_never_evicts_a_live_env_or_a_design_about_to_go_live(tmp_
         step = regen * 4
         pool.agent_task(step, 0)
         for i, win in enumerate((0.0, 0.5, 0.6, 0.4)):  # the first one scores 0: the lowest in memory
-            design = f"{base}\n\nDESIGN_{regen}_{i} = {i}\n"
+            design = f"{base}\n\nVaultCodeEnv.design = ({regen}, {i})\n"
             pool.register_design(step, {**good_outcome(design), "win_rate": win, "raw_regret": 0.0})
         designed = list(pool.generation)
         assert len(designed) == 4 and all(e in pool.memory for e in designed)
@@ -172,7 +172,7 @@ def test_a_resume_keeps_play_windows_learning_potential_folds_and_one_metrics_ro
         first.record_play(env, 0, outcome, None, 0)
     for i, win in enumerate((0.2, 0.4)):  # step 0 is a regeneration step: two admitted designs of one skill
         first.register_design(
-            0, {**good_outcome(builtin_source("VaultCodeEnv") + f"\n\nX_{i} = {i}\n"), "win_rate": win}
+            0, {**good_outcome(builtin_source("VaultCodeEnv") + f"\n\nVaultCodeEnv.variant = {i}\n"), "win_rate": win}
         )
     first.record([{"kind": "design", "step": 0, "design": 0}])  # the run record (spade.record), cut back likewise
     first.end_step({})
@@ -242,7 +242,7 @@ def test_a_fresh_start_never_reads_what_an_earlier_run_left_in_the_run_dir(tmp_p
     spade = pool_config(tmp_path)
     first = SpadeEnvPool(spade)
     first.agent_task(0, 0)
-    env = first.register_design(0, good_outcome(builtin_source("VaultCodeEnv") + "\n\nEXTRA_CONSTANT = 1\n"))
+    env = first.register_design(0, good_outcome(builtin_source("VaultCodeEnv") + "\n\nVaultCodeEnv.variant = 1\n"))
     first.agent_task(1, 0)  # step 1 starts: the designed env goes live and the state is saved to the run dir
     first.step_metrics(1)
     assert first.live == [env] and (tmp_path / "pool_state.json").exists()
@@ -316,7 +316,7 @@ def test_a_cosmetic_copy_of_a_stored_env_makes_the_stored_env_go_live(tmp_path):
 def test_memory_stores_the_regret_the_reward_counted_and_the_hint_status(tmp_path):
     """Issue 26: memory stored the ungated regret (0.5 where the reward counted 0) and `ok` for a leaked hint."""
     pool = SpadeEnvPool(pool_config(tmp_path))
-    source = builtin_source("VaultCodeEnv") + "\n\nEXTRA_CONSTANT = 7\n"
+    source = builtin_source("VaultCodeEnv") + "\n\nVaultCodeEnv.variant = 7\n"
     env = pool.register_design(0, {**good_outcome(source), "regret": 0.0, "raw_regret": 0.5,
                                    "hint_failure": "hint_leak"})  # fmt: skip
     record = pool.memory.get(env)

@@ -33,7 +33,7 @@ def fresh(run_dir: Path | None) -> Curriculum:
 
 def design(cur: Curriculum, step: int) -> str:
     """One admitted design of regeneration ``step`` (measured at win rate 0.5 at design time)."""
-    source = f"class Env:\n    pass\n\n\nDESIGN_{step} = 1\n"
+    source = f"class Env:\n    pass\n\n\nEnv.design = {step}\n"
     return cur.register_design(step, {"valid": True, "skill": cur.design_skill(step, 0), "source": source,
                                       "doc_id": None, "code": None, "win_rate": 0.5, "raw_regret": 0.1,
                                       "seeds": list(range(N)), "regret": 0.1, "hint_failure": None})  # fmt: skip
@@ -87,9 +87,9 @@ def test_plays_of_one_period_accumulate_and_the_next_period_measures_anew():
     assert cur.memory.get(env).win_rate == 0.5  # steps 1 and 2: one live period, one window
     cur.advance(4)
     env2 = design(cur, 4)  # the next generation goes live at step 5; the old env can still be replayed
-    play(cur, 5, lambda e: 0.25)
+    play(cur, 5, lambda e: 1.0)
     cur.record_plays(env, 5, [0.0] * N, [None] * N, ROWS)  # a replay of the old env at step 5, a new period
-    assert cur.memory.get(env2).win_rate == 0.25 and cur.memory.get(env).win_rate == 0.0
+    assert cur.memory.get(env2).win_rate == 1.0 and cur.memory.get(env).win_rate == 0.0
 
 
 @pytest.mark.parametrize("checkpoint_after", [2, 4])  # inside a period, and the period's last step
