@@ -67,6 +67,11 @@ OVERRIDES=(
     actor_rollout_ref.actor.ppo_mini_batch_size="$ROWS_PER_STEP"
     actor_rollout_ref.actor.use_dynamic_bsz=true actor_rollout_ref.actor.ppo_max_token_len_per_gpu=40960
     actor_rollout_ref.actor.fsdp_config.param_offload=true actor_rollout_ref.actor.fsdp_config.optimizer_offload=true
+    # The old-log-prob pass computes entropy over the pack (verl: calculate_entropy=True): in 2,048-token chunks and
+    # uncompiled, three fp32 chunks (3.5 GiB at 8B) instead of two fp32 copies of the whole 40,960-token pack (46 GiB),
+    # and what verl's code allocates rather than what inductor's fusion keeps (docs/gpu.md, "Memory budget").
+    actor_rollout_ref.actor.entropy_from_logits_with_chunking=true
+    actor_rollout_ref.actor.fsdp_config.use_torch_compile=false
     actor_rollout_ref.ref.fsdp_config.param_offload=true
     actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n="$N"
     actor_rollout_ref.rollout.tensor_model_parallel_size="$GEN_TP"
