@@ -92,6 +92,19 @@ spade_agent_workers() {
     echo "$least"
 }
 
+# vLLM's max_num_seqs: the requests of a step's peak, all at once. Every episode of a regeneration step is in flight
+# (a designer row's N samples x 3 x PLAYS_PER_ARM measurement plays, sized for three arms as the workers above; an
+# agent row's N samples), one request each, and verl's load balancer sends each new one to the engine with the
+# fewest in flight, so an engine gets PEAK / ENGINES of them (ENGINES = GPUs / GEN_TP: each DP rank of a replica is an
+# engine of its own). Never below verl's default of 256 (trainer/config/rollout/rollout.yaml).
+# Usage: spade_max_num_seqs ROWS DESIGNER_ROWS N PLAYS_PER_ARM ENGINES; prints the count.
+spade_max_num_seqs() {
+    local rows=$1 designers=$2 n=$3 plays=$4 engines=$5
+    local peak=$((designers * n * 3 * plays + (rows - designers) * n))
+    local per_engine=$(((peak + engines - 1) / engines))
+    echo $((per_engine > 256 ? per_engine : 256))
+}
+
 # Fails with a clear message unless every named variable holds an absolute path.
 # Usage: spade_require_absolute "why" NAME...
 spade_require_absolute() {
