@@ -105,6 +105,21 @@ spade_max_num_seqs() {
     echo $((per_engine > 256 ? per_engine : 256))
 }
 
+# What a Ray job needs in every process on every node, besides the launcher's knobs: the credentials and where the
+# libraries keep their caches. A job does not inherit the submitting shell, and verl's trainer (wandb included) runs
+# in Ray actors, so these go in the job's runtime_env env_vars, not on the entrypoint (which only the driver sees).
+SPADE_JOB_ENV_VARS=(WANDB_API_KEY WANDB_MODE WANDB_ENTITY WANDB_BASE_URL HF_TOKEN HF_HOME HF_ENDPOINT HF_HUB_OFFLINE)
+
+# Prints the runtime_env JSON ({"env_vars": {...}}) of those of SPADE_JOB_ENV_VARS (or of the named variables) that
+# are set. Python reads the values from the environment, so none is expanded on a command line or in `set -x`.
+# Usage: spade_job_runtime_env [NAME...]
+spade_job_runtime_env() {
+    local names=("$@")
+    if [ ${#names[@]} -eq 0 ]; then names=("${SPADE_JOB_ENV_VARS[@]}"); fi
+    "${PYTHON:-python3}" -c 'import json, os, sys
+print(json.dumps({"env_vars": {k: os.environ[k] for k in sys.argv[1:] if k in os.environ}}))' "${names[@]}"
+}
+
 # Fails with a clear message unless every named variable holds an absolute path.
 # Usage: spade_require_absolute "why" NAME...
 spade_require_absolute() {
