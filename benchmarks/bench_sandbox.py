@@ -230,7 +230,7 @@ def _wait_pool_full(pool: WorkerPool, timeout: float) -> bool:
 
 def calibrate_work(target_us: float, rounds: int = 5) -> int:
     """Hashing work per step that makes one in-process step of the maze env cost about ``target_us`` (0 if more)."""
-    env = load_env_class(REALISTIC_SOURCE.replace("__WORK__", "0"), "<calibrate>")()
+    env = load_env_class(REALISTIC_SOURCE.replace("__WORK__", "0"))()
     env.reset(0)
 
     def fastest(work: int) -> float:  # the quietest of a few short runs: neighbours come and go
@@ -255,7 +255,7 @@ def _step_round_trips(
     remotes: list[RemoteEnv] = []
     try:
         for name, source in sources.items():
-            env = load_env_class(source, "<bench>")()
+            env = load_env_class(source)()
             env.reset(0)
             steppers[(name, "in-process")] = lambda i, env=env: env.step(ACTIONS[i % len(ACTIONS)])
             for level, pool in pools.items():
@@ -318,7 +318,7 @@ def _cold_starts(config: SandboxConfig, level: str, source: str, n: int) -> tupl
         worker = Worker(config, level)
         t1 = time.perf_counter_ns()
         try:
-            worker.call("init", timeout=config.start_timeout_s, source=source, filename="<bench>")
+            worker.call("init", timeout=config.start_timeout_s, source=source)
             t2 = time.perf_counter_ns()
         finally:
             worker.kill()
@@ -588,7 +588,7 @@ def run(settings: Settings, log: Callable[[str], None] = lambda _msg: None) -> d
             )
         )
 
-        starts = _time_calls(lambda i: load_env_class(realistic, "<bench>")().reset(0), settings.cold_starts, 1)
+        starts = _time_calls(lambda i: load_env_class(realistic)().reset(0), settings.cold_starts, 1)
         rows.append(_row("start", "in-process", starts, notes="compile+exec+construct+reset"))
         for level, pool in pools.items():
             log(f"env start: {level}, cold")

@@ -117,7 +117,7 @@ def episode_parts(
             add("close (kill + reap + scratch)", us)
             worker, us = _timed(lambda: Worker(pool.config, level))
             add("acquire, cold (start a worker)", us)
-            _, us = _timed(lambda w=worker: w.call("init", source=source, filename="<bench>"))
+            _, us = _timed(lambda w=worker: w.call("init", source=source))
             add("init (cold worker)", us)
             worker.kill()
     return samples

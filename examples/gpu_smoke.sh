@@ -42,7 +42,9 @@ AGENT_WORKERS=$(spade_agent_workers "$ROWS_PER_STEP" $((ENVS / N)) "$N" "$PLAYS_
 case "$MODE" in
 fsdp)
     CONFIG_NAME=spade_trainer KIND=dense HF_SUBDIR=actor/huggingface
-    ENGINE=(actor_rollout_ref.model.enable_gradient_checkpointing=true)
+    ENGINE=(actor_rollout_ref.model.enable_gradient_checkpointing=true
+        actor_rollout_ref.actor.entropy_from_logits_with_chunking=true
+        actor_rollout_ref.actor.fsdp_config.use_torch_compile=false)
     ;;
 megatron)
     CONFIG_NAME=spade_megatron_trainer KIND=moe HF_SUBDIR=actor/model/huggingface

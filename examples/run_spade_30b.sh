@@ -53,6 +53,9 @@ SANDBOX_SLOTS=${SANDBOX_SLOTS:-256}
 ROWS_PER_STEP=$(spade_rows_per_step "$AGENT_ROWS" "$ENVS_PER_REGEN" "$N")
 AGENT_WORKERS=$(spade_agent_workers "$ROWS_PER_STEP" $((ENVS_PER_REGEN / N)) "$N" "$PLAYS_PER_ARM" "$SANDBOX_SLOTS" \
     "${AGENT_WORKERS:-}")
+# vLLM admits a regeneration step's peak at once (744 episodes over two engines: 372 each; launch.sh)
+GEN_MAX_SEQS=${GEN_MAX_SEQS:-$(spade_max_num_seqs "$ROWS_PER_STEP" $((ENVS_PER_REGEN / N)) "$N" "$PLAYS_PER_ARM" \
+    $((NNODES * GPUS_PER_NODE / GEN_TP)))}
 # Agent thinking: off, as in the paper's 30B runs (Instruct-2507 has no thinking mode); THINKING=true turns on the
 # recipe's per-turn thinking mode (for a thinking MODEL_PATH). Other prompts: ENABLE_THINKING, off.
 THINKING=${THINKING:-$PAPER_THINKING}
@@ -101,6 +104,7 @@ OVERRIDES=(
     actor_rollout_ref.rollout.data_parallel_size="$GEN_DP"
     actor_rollout_ref.rollout.expert_parallel_size=$((GEN_TP * GEN_DP))
     actor_rollout_ref.rollout.gpu_memory_utilization="$GEN_MEMORY"
+    actor_rollout_ref.rollout.max_num_seqs="$GEN_MAX_SEQS"
     actor_rollout_ref.rollout.temperature="$TEMPERATURE" actor_rollout_ref.rollout.top_p=0.95
     actor_rollout_ref.rollout.top_k=20
     actor_rollout_ref.rollout.prompt_length="$MAX_PROMPT" actor_rollout_ref.rollout.response_length="$MAX_RESPONSE"

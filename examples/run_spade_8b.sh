@@ -43,6 +43,9 @@ SANDBOX_SLOTS=${SANDBOX_SLOTS:-256}
 ROWS_PER_STEP=$(spade_rows_per_step "$AGENT_ROWS" "$ENVS_PER_REGEN" "$N")
 AGENT_WORKERS=$(spade_agent_workers "$ROWS_PER_STEP" $((ENVS_PER_REGEN / N)) "$N" "$PLAYS_PER_ARM" "$SANDBOX_SLOTS" \
     "${AGENT_WORKERS:-}")
+# vLLM admits a regeneration step's peak at once (744 episodes over 4 or 8 engines: verl's 256 holds; launch.sh)
+GEN_MAX_SEQS=${GEN_MAX_SEQS:-$(spade_max_num_seqs "$ROWS_PER_STEP" $((ENVS_PER_REGEN / N)) "$N" "$PLAYS_PER_ARM" \
+    $((NNODES * GPUS_PER_NODE / GEN_TP)))}
 # Agent thinking (the paper's: PAPER_THINKING, true at 8B): the recipe's per-turn thinking mode, the agent's turns
 # rendered with enable_thinking=true. Then the response length bounds one turn (up to TURN_TOKENS) and MAX_PROMPT the
 # history the template re-renders for each turn (earlier think blocks dropped); the step's rows are turn samples.
@@ -67,10 +70,16 @@ OVERRIDES=(
     actor_rollout_ref.actor.ppo_mini_batch_size="$ROWS_PER_STEP"
     actor_rollout_ref.actor.use_dynamic_bsz=true actor_rollout_ref.actor.ppo_max_token_len_per_gpu=40960
     actor_rollout_ref.actor.fsdp_config.param_offload=true actor_rollout_ref.actor.fsdp_config.optimizer_offload=true
+    # The old-log-prob pass computes entropy over the pack (verl: calculate_entropy=True): in 2,048-token chunks and
+    # uncompiled, three fp32 chunks (3.5 GiB at 8B) instead of two fp32 copies of the whole 40,960-token pack (46 GiB),
+    # and what verl's code allocates rather than what inductor's fusion keeps (docs/gpu.md, "Memory budget").
+    actor_rollout_ref.actor.entropy_from_logits_with_chunking=true
+    actor_rollout_ref.actor.fsdp_config.use_torch_compile=false
     actor_rollout_ref.ref.fsdp_config.param_offload=true
     actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.n="$N"
     actor_rollout_ref.rollout.tensor_model_parallel_size="$GEN_TP"
     actor_rollout_ref.rollout.gpu_memory_utilization="$GEN_MEMORY"
+    actor_rollout_ref.rollout.max_num_seqs="$GEN_MAX_SEQS"
     actor_rollout_ref.rollout.temperature="$TEMPERATURE" actor_rollout_ref.rollout.top_p=0.95
     actor_rollout_ref.rollout.top_k=20
     actor_rollout_ref.rollout.prompt_length="$MAX_PROMPT" actor_rollout_ref.rollout.response_length="$MAX_RESPONSE"

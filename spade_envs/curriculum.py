@@ -11,7 +11,8 @@ dynamics exercise the exact code a training run uses. It knows nothing of verl o
 
 A step's life: the first task of step ``t`` finishes step ``t - 1`` (logs it if the trainer did not, folds its
 admitted designs into the EMAs, promotes the envs designed in it to live, saves the state into the run directory);
-designs of ``t`` join memory and the next generation; plays of ``t`` re-score their env from its play window;
+designs of ``t`` join memory and the next generation; plays of ``t`` re-score their env from its play window (its
+plays in this regeneration period, so a replay in a later one re-scores it anew);
 :meth:`Curriculum.end_step` logs ``t``. Live envs and the designs about to go live are never evicted from memory.
 """
 
@@ -28,10 +29,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from spade_envs.browse.step_log import cut_after
 from spade_envs.design.designer import stored_copy
+from spade_envs.design.measure import training_seed
 from spade_envs.design.memory import EnvMemory
 from spade_envs.design.memory_record import MemoryRecord
 from spade_envs.design.rewards import SkillEMA
+from spade_envs.envs.contract import is_win
 from spade_envs.envs.skills import SKILLS
 from spade_envs.envs.spec import EnvSpec
 
@@ -103,7 +107,7 @@ class Curriculum:
         self.lp_slow = SkillEMA(config.lp_slow_ema)
         self.live: list[str] = [r.env_id for r in memory if r.setting == config.setting and r.playable]
         self.generation: list[str] = []
-        self.window: dict[str, list[float]] = {}  # env id -> [sum, count] of its training plays' outcomes
+        self.window: dict[str, list[float]] = {}  # env id -> [wins, count] of its training plays in this period
         self.events: list[dict[str, Any]] = []
         self.current_step = -1
         self.logged: set[int] = set()
@@ -162,6 +166,8 @@ class Curriculum:
         self._fold_learning_potential(self.current_step)
         self.agent_tasks = {k: v for k, v in self.agent_tasks.items() if k[0] >= step}
         self.events = [e for e in self.events if e["step"] >= step]  # earlier steps are logged and folded
+        if self._period(step) != self._period(self.current_step):  # a new period: an env played in it, live or
+            self.window = {}  # replayed, is measured anew (memory.py: "Replays re-score the env")
         self.window = {k: v for k, v in self.window.items() if k in self.memory}  # evicted: never played again
         if self.generation:  # envs designed at step K are played from step K + 1 on
             self.live = list(self.generation)
@@ -182,6 +188,13 @@ class Curriculum:
         self.lp_fast.update(means)
         self.lp_slow.update(means)
 
+    def _period(self, step: int) -> int:
+        """The regeneration period of ``step``, the steps one generation is live (step 0, the seed envs': -1).
+
+        Designs of step ``K`` (a multiple of ``regen_every``) are live from ``K + 1`` to ``K + regen_every``.
+        """
+        return (step - 1) // max(1, self.config.regen_every)
+
     # -- agent side -----------------------------------------------------------------------------------------------
     def agent_task(self, step: int, slot: int) -> dict[str, Any]:
         """The env and seed of agent row ``slot`` at ``step``: live envs round-robin, plus memory replay."""
@@ -198,14 +211,21 @@ class Curriculum:
         else:
             env_id = self.live[(step * 7919 + slot) % len(self.live)]
         record = self.memory.get(env_id)
-        seed = (self.config.seed * 1_000_003 + step * 10_007 + slot) % (2**31 - 1)
+        seed = training_seed(self.config.seed, step, slot)  # hashed as measurement seeds are: no tell between them
         task = {"env_id": env_id, "source": record.spec.source, "setting": record.setting, "seed": seed,
                 "skill": record.skill, "step": step}  # fmt: skip
         self.agent_tasks[(step, slot)] = task
         return task
 
     def record_play(self, env_id: str, step: int, outcome: float, fault: str | None, slot: int | None = None) -> None:
-        """An agent training play finished: re-score the env in memory (win rate over its plays so far).
+        """An agent training play finished: re-score the env in memory (win rate over its plays in this period).
+
+        A play window spans one regeneration period (:meth:`_period`: the steps a generation is live), so the win
+        rate a live env earns is the mean of its live plays, and a replay in a later period replaces it with the mean
+        of the replay's plays, as :meth:`EnvMemory.update_stats` documents: the agent that earned the old one is gone.
+
+        Wins only (outcome 1, :func:`~spade_envs.envs.contract.is_win`), as the designer reward counts them: an env that
+        pays partial credit for every loss is labelled by the wins it gives, never "learnable" at 0.5.
 
         With the RLVE baseline the play instead counts in its env's difficulty window (``slot`` names its task).
         """
@@ -226,7 +246,7 @@ class Curriculum:
             if task is not None:
                 self.rlve.record(task, outcome, fault)  # type: ignore[union-attr]
             if fault is None:
-                ok = ok[0] + outcome, ok[1] + 1
+                ok = ok[0] + float(is_win(outcome)), ok[1] + 1
         if not ok[1] or env_id not in self.memory:  # faults only, or evicted since the play started
             return
         window = self.window.setdefault(env_id, [0.0, 0])
@@ -294,20 +314,13 @@ class Curriculum:
             self.logged = {step} if state["logged"] or logged else set()
 
     def _truncate_metrics(self, last: int) -> bool:
-        """Drop the rows of steps after ``last`` from the run directory's metrics file (atomically); ``last`` kept?"""
+        """Drop the rows of steps after ``last`` from the run directory's metrics file (atomically); ``last`` kept?
+
+        An unfinished last row (a crash during its append) is dropped with a warning; a bad row before it is an error.
+        """
         if self.run_dir is None:
             return False
-        path = self.run_dir / "spade_metrics.jsonl"
-        if not path.exists():
-            return False
-        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-        steps = [json.loads(line)["spade/step"] for line in lines]
-        kept = [line for line, step in zip(lines, steps) if step <= last]
-        if len(kept) < len(lines):
-            tmp = path.with_suffix(".jsonl.tmp")
-            tmp.write_text("".join(kept), encoding="utf-8")
-            tmp.replace(path)
-        return last in steps
+        return last in cut_after(self.run_dir / "spade_metrics.jsonl", "spade/step", last)
 
     def step_metrics(self, step: int, batch_metrics: dict[str, float] | None = None) -> dict[str, float]:
         """Metrics of ``step`` (validity, failure codes, regret, win rates, faults, diversity), logged as JSONL."""

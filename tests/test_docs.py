@@ -19,7 +19,7 @@ def test_both_worked_examples_are_present():
 
 @pytest.mark.parametrize("setting", ["game", "tool_use"])
 def test_worked_example_satisfies_the_contract(setting):
-    cls = load_env_class(EXAMPLES[setting], filename=f"docs/environments.md:{setting}")
+    cls = load_env_class(EXAMPLES[setting])
     kind = setting_of(cls)
     assert kind == {"game": "games", "tool_use": "tool_use"}[setting]
     env = cls()

@@ -92,6 +92,34 @@ spade_agent_workers() {
     echo "$least"
 }
 
+# vLLM's max_num_seqs: the requests of a step's peak, all at once. Every episode of a regeneration step is in flight
+# (a designer row's N samples x 3 x PLAYS_PER_ARM measurement plays, sized for three arms as the workers above; an
+# agent row's N samples), one request each, and verl's load balancer sends each new one to the engine with the
+# fewest in flight, so an engine gets PEAK / ENGINES of them (ENGINES = GPUs / GEN_TP: each DP rank of a replica is an
+# engine of its own). Never below verl's default of 256 (trainer/config/rollout/rollout.yaml).
+# Usage: spade_max_num_seqs ROWS DESIGNER_ROWS N PLAYS_PER_ARM ENGINES; prints the count.
+spade_max_num_seqs() {
+    local rows=$1 designers=$2 n=$3 plays=$4 engines=$5
+    local peak=$((designers * n * 3 * plays + (rows - designers) * n))
+    local per_engine=$(((peak + engines - 1) / engines))
+    echo $((per_engine > 256 ? per_engine : 256))
+}
+
+# What a Ray job needs in every process on every node, besides the launcher's knobs: the credentials and where the
+# libraries keep their caches. A job does not inherit the submitting shell, and verl's trainer (wandb included) runs
+# in Ray actors, so these go in the job's runtime_env env_vars, not on the entrypoint (which only the driver sees).
+SPADE_JOB_ENV_VARS=(WANDB_API_KEY WANDB_MODE WANDB_ENTITY WANDB_BASE_URL HF_TOKEN HF_HOME HF_ENDPOINT HF_HUB_OFFLINE)
+
+# Prints the runtime_env JSON ({"env_vars": {...}}) of those of SPADE_JOB_ENV_VARS (or of the named variables) that
+# are set. Python reads the values from the environment, so none is expanded on a command line or in `set -x`.
+# Usage: spade_job_runtime_env [NAME...]
+spade_job_runtime_env() {
+    local names=("$@")
+    if [ ${#names[@]} -eq 0 ]; then names=("${SPADE_JOB_ENV_VARS[@]}"); fi
+    "${PYTHON:-python3}" -c 'import json, os, sys
+print(json.dumps({"env_vars": {k: os.environ[k] for k in sys.argv[1:] if k in os.environ}}))' "${names[@]}"
+}
+
 # Fails with a clear message unless every named variable holds an absolute path.
 # Usage: spade_require_absolute "why" NAME...
 spade_require_absolute() {

@@ -45,7 +45,7 @@ from spade_envs.design.designer import admit
 from spade_envs.design.measure import measurement_seeds, unpaired_seeds, vet_hint_on_seeds
 from spade_envs.design.placebo import placebo_hint
 from spade_envs.design.prompts import audit_messages, audit_verdict, hint_messages
-from spade_envs.design.rewards import WindowStats, credited_regret
+from spade_envs.design.rewards import WindowStats, credited_regret, win_rate
 from spade_envs.design.validate import ValidationConfig
 from spade_envs.envs.failures import FAILURE_CODES, fault_code
 from spade_envs.sandbox import SandboxConfig, WorkerPool
@@ -282,9 +282,9 @@ class SpadeDesignerLoop(_SpadeLoop):
         hashes = [[e.info["spade_first_obs"] for e in arm] for arm in by_arm]
         if unpaired_seeds(seeds, vetting.first_obs, *hashes):  # the same seed built different instances
             return {**base, "valid": False, "code": "unpaired"}
-        w = sum(no_hint) / len(no_hint)
         window = WindowStats(skill, no_hint, no_hint if hinted else (), hinted, seeds if hinted else (),
                              seeds if hinted else (), hint_failure, paired_placebo=placebo)  # fmt: skip
+        w = window.win_rate  # wins only, as the reward and memory count them: partial credit is no win
         return {
             **base,
             "source": source,
@@ -292,7 +292,7 @@ class SpadeDesignerLoop(_SpadeLoop):
             "win_rate": w,
             # what the reward counts (placebo, hint failure and feasibility gates applied); memory stores this one
             "regret": credited_regret(designer_reward_config(self.config), window) if hinted else 0.0,
-            "raw_regret": (sum(hinted) / len(hinted) - w) if hinted else 0.0,
+            "raw_regret": (win_rate(hinted) - w) if hinted else 0.0,
             "hint_failure": hint_failure,
             "measure": {
                 "no_hint": no_hint,

@@ -21,6 +21,7 @@ import numpy as np
 
 from recipe.spade.rlve_tasks import RLVETasks
 from spade_envs.browse.run_record import RECORD_FILE, RecordCaps, RunRecord
+from spade_envs.browse.step_log import cut_after
 from spade_envs.builtin import BUILTINS, builtin_spec
 from spade_envs.curriculum import POOL_STATE_FILES, Curriculum, CurriculumConfig, TaskSource, seed_memory
 from spade_envs.design.corpus import Corpus, truncate_words
@@ -33,6 +34,7 @@ from spade_envs.envs.spec import EnvSpec
 
 __all__ = [
     "ACTOR_NAME",
+    "BATCHES_FILE",
     "POOL_STATE_FILES",
     "RUN_FILES",
     "SpadeEnvPool",
@@ -42,8 +44,10 @@ __all__ = [
 ]
 
 ACTOR_NAME = "spade_env_pool"
+#: The trainer's audit of every trained row (``spade.dump_batches``), one line per row, keyed by verl's global step.
+BATCHES_FILE = "batches.jsonl"
 #: What a run writes into ``spade.run_dir`` that a later fresh start must not pick up.
-RUN_FILES = (*POOL_STATE_FILES, "spade_metrics.jsonl", RECORD_FILE)
+RUN_FILES = (*POOL_STATE_FILES, "spade_metrics.jsonl", RECORD_FILE, BATCHES_FILE)
 
 logger = logging.getLogger(__name__)
 
@@ -108,6 +112,8 @@ class SpadeEnvPool:
         self.recorder = RunRecord(self.run_dir, RecordCaps.from_dict(spade.get("record")))
         if restore_from is not None and self.state.current_step >= 0:  # steps after the checkpoint run again
             self.recorder.truncate_after(self.state.current_step)
+            # verl's global step G trains schedule step G - 1 (one step per batch, in order: main_spade checks)
+            cut_after(self.run_dir / BATCHES_FILE, "global_step", self.state.current_step + 1)
         _check_capacity(memory.config.capacity, len(self.state.live), spade["envs_per_regen"])
         self.tasks: dict[tuple[int, int], dict[str, Any]] = {}
         self.example = builtin_example(self.setting)

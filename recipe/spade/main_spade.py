@@ -15,7 +15,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-__all__ = ["main", "prepare"]
+__all__ = ["check_schedule_order", "main", "prepare"]
 
 _AGENT_LOOPS = Path(__file__).resolve().parent / "config" / "agent_loops.yaml"
 
@@ -53,6 +53,7 @@ def prepare(config: DictConfig) -> None:
                 f"trainer.total_training_steps must be set to a positive number (got {steps!r}): SPADE's schedule "
                 "holds exactly that many steps, and verl would otherwise replay a short schedule for many epochs"
             )
+        check_schedule_order(config.data)
         if config.data.train_files == "schedule":
             from recipe.spade.schedule import write_schedule
 
@@ -73,6 +74,27 @@ def prepare(config: DictConfig) -> None:
             from recipe.spade.cpu.materialise import materialise
 
             materialise(config)
+
+
+def check_schedule_order(data: DictConfig) -> None:
+    """Refuse data settings under which verl would not read the schedule whole and in order (batch t = step t).
+
+    ``data.shuffle`` (verl's default is true; SPADE's config sets false) would mix rows of many steps into one batch,
+    and ``data.train_max_samples`` would drop rows (a random subset when shuffling, else the tail); either trains a
+    schedule other than the one written, silently, so both are refused here rather than overridden.
+    """
+    if data.get("shuffle", True):
+        raise ValueError(
+            "data.shuffle=true would mix rows of different schedule steps into one batch (designer rows on play "
+            "steps, the env pool's step clock jumping): SPADE's schedule must be read in order. Drop the override "
+            "or set data.shuffle=false (spade/default.yaml does)"
+        )
+    limit = data.get("train_max_samples", -1)
+    if limit is not None and int(limit) > 0:
+        raise ValueError(
+            f"data.train_max_samples={limit} would cut rows out of SPADE's schedule: set trainer.total_training_steps "
+            "to run fewer steps, and data.train_max_samples=-1"
+        )
 
 
 @hydra.main(config_path="config", config_name="spade_trainer", version_base=None)

@@ -47,11 +47,11 @@ from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
 from verl.workers.utils.padding import response_to_nested
 
 from recipe.spade.advantages import role_advantages, step_designer_scale
-from recipe.spade.env_pool import ACTOR_NAME, POOL_STATE_FILES, start_env_pool
+from recipe.spade.env_pool import ACTOR_NAME, BATCHES_FILE, POOL_STATE_FILES, start_env_pool
 from recipe.spade.recording import scores_entry
 from recipe.spade.reward_manager import designer_reward_config
 from recipe.spade.turn_batches import batch_multiple, is_episode_row, loss_weights, mini_batches
-from spade_envs.design.rewards import plateau
+from spade_envs.design.rewards import plateau, win_rate
 
 __all__ = ["SpadeTrainer"]
 
@@ -301,7 +301,7 @@ def _dump_batch(run_dir: Path, step: int, batch: KVBatchMeta, extra: list, real:
     """
     mask = padded["response_mask"].bool()
     scores = padded["rm_scores"].sum(dim=-1).tolist()
-    with (run_dir / "batches.jsonl").open("a", encoding="utf-8") as f:
+    with (run_dir / BATCHES_FILE).open("a", encoding="utf-8") as f:  # cut on resume, set aside on a fresh start
         for i, key in enumerate(batch.keys):
             e = extra[i] if real[i] else {}
             values = advantages[i][mask[i]]
@@ -343,7 +343,7 @@ def role_metrics(extra: list[dict[str, Any]], scores: list[float], real: list[bo
         )
     measured = [e["spade_measure"] for e, _ in rows if e.get("spade_role") == "designer" and e.get("spade_measure")]
     if measured:
-        win_rates = [float(np.mean(m["no_hint"])) for m in measured]
+        win_rates = [win_rate(m["no_hint"]) for m in measured]  # wins, as the reward's plateau reads them
         band = (reward_cfg.plateau_low, reward_cfg.plateau_high, reward_cfg.plateau_ramp)
         metrics["spade/designer/plateau_mean"] = float(np.mean([plateau(w, *band) for w in win_rates]))
     wall = sum(float(e.get("spade_wall_s", 0.0)) for e in agents)

@@ -66,8 +66,7 @@ def builtin_source(name: str) -> str:
 @cache
 def load_builtin(name: str) -> type:
     """The environment class of a built-in, loaded from its source through the same loader generated code uses."""
-    entry = builtin(name)
-    return load_env_class(builtin_source(name), filename=f"spade_envs/builtin/{entry.path}")
+    return load_env_class(builtin_source(name))
 
 
 def builtin_spec(name: str) -> EnvSpec:

@@ -1,4 +1,4 @@
-"""``python -m spade_envs.cli.main``: the same as ``spade-envs``."""
+"""``python -m spade_envs.cli``: the same as ``spade-envs``."""
 
 from spade_envs.cli.main import entrypoint
 

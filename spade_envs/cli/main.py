@@ -73,13 +73,13 @@ def _cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_env_source(ref: str) -> tuple[str, str]:
-    """``ref`` is a path to an env source file or the name of a built-in; return ``(source, filename)``."""
+def _read_env_source(ref: str) -> str:
+    """``ref`` is a path to an env source file or the name of a built-in; return its source."""
     path = Path(ref)
     if path.is_file():
-        return path.read_text(encoding="utf-8"), str(path)
+        return path.read_text(encoding="utf-8")
     if any(e.name == ref for e in BUILTINS):
-        return builtin_source(ref), f"builtin:{ref}"
+        return builtin_source(ref)
     raise FileNotFoundError(
         f"{ref!r} is neither a file nor a built-in environment ({', '.join(e.name for e in BUILTINS)})"
     )
@@ -95,10 +95,10 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     """Validate an env source file in the sandbox: exit 0 if admissible, 1 if rejected."""
     from spade_envs.design.validate import ValidationConfig, validate_source
 
-    source, filename = _read_env_source(args.path)
+    source = _read_env_source(args.path)
     config = ValidationConfig(max_turns=args.max_turns, seed=args.seed, budget_s=args.budget_s)
     with _pool(args) as pool:
-        report = validate_source(source, pool, config, setting=args.setting, filename=filename, key=args.key)
+        report = validate_source(source, pool, config, setting=args.setting, key=args.key)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     elif report.ok:
@@ -117,9 +117,9 @@ def _cmd_play(args: argparse.Namespace) -> int:
     from spade_envs.envs.contract import extract_command, is_win, outcome_reward
     from spade_envs.sandbox import RemoteEnv
 
-    source, filename = _read_env_source(args.path)
+    source = _read_env_source(args.path)
     with _pool(args) as pool:
-        env = RemoteEnv(source, pool, filename)
+        env = RemoteEnv(source, pool)
         try:
             obs, _ = env.reset(args.seed)
             print(f"{env.class_name} ({env.setting}), seed {args.seed}, up to {env.max_turns} turns. Ctrl-D quits.\n")
@@ -157,13 +157,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from spade_envs.play.agent_play import Sampling, model_policy
     from spade_envs.sandbox import RemoteEnv
 
-    source, filename = _read_env_source(args.path)
+    source = _read_env_source(args.path)
     hint = Path(args.hint_file).read_text(encoding="utf-8").strip() if args.hint_file else args.hint
     client = _client(args)
     sampling = Sampling(temperature=args.temperature, max_tokens=args.max_tokens)
     outcomes = []
     with _pool(args) as pool:
-        env = RemoteEnv(source, pool, filename)
+        env = RemoteEnv(source, pool)
         try:
             env.reset(args.seed)
             tools = env.tools() if env.setting == "tool_use" else None

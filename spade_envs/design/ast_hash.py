@@ -17,6 +17,16 @@ Normal form (then the sha256 of ``ast.dump`` without positions):
   rename; ``global`` names are kept. An argument keeps its name when a call anywhere in the module passes that
   name as a keyword (``pay(a=5, b=3)`` binds by name, so ``def pay(a, b)`` and ``def pay(b, a)`` differ) and
   in ``tool_*`` methods (the agent calls tools by parameter name);
+- dead code is dropped, in a module that defines an ``*Env`` class: a module-level constant (a name assigned only
+  literals, containers and arithmetic of them) that nothing references, and a method of a module class that nothing
+  references by name (an attribute, a name or a string anywhere, its own body included), repeated until nothing
+  more goes (a dead method may be the only user of another). Never dropped: entry points (``reset``, ``step``,
+  ``solution``, ``tools``, ``close``, every member of :class:`~spade_envs.envs.tooluse.ToolUseEnv`: its hooks such as
+  ``setup`` and ``_judge``), ``tool_*`` and dunder methods, methods with a decorator other than ``staticmethod``,
+  ``classmethod`` and ``property``, methods of a class with a base the module does not define (other than
+  ``object`` and ``ToolUseEnv``), a metaclass or a class decorator other than ``dataclass``; and nothing at all in
+  a module that looks names up dynamically (``getattr`` and friends with a computed name, ``globals``, ``vars``,
+  ``dir``, ``eval``, ``exec``, ``__dict__``, ``inspect``, ``importlib``, ...);
 - everything else is kept: module- and class-level names, function, class and method names, attribute names,
   keyword-argument names at call sites, imports, constants and annotations.
 
@@ -28,9 +38,22 @@ from __future__ import annotations
 import ast
 import hashlib
 
+from spade_envs.envs.loader import REQUIRED_METHODS
+from spade_envs.envs.tooluse import ToolUseEnv
+
 __all__ = ["normalized_ast_hash", "without_comments"]
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+#: Methods the runtime or ``ToolUseEnv`` calls without the module naming them: never dead.
+_ENTRY_POINTS = frozenset({*REQUIRED_METHODS, "tools", "close", *vars(ToolUseEnv)})
+#: Names (called or read) and attributes through which code reaches a definition without naming it.
+_REFLECTION = frozenset({"vars", "dir", "globals", "locals", "eval", "exec", "compile", "__import__", "__dict__",
+                         "__getattribute__", "getmembers", "methodcaller", "attrgetter", "import_module"})  # fmt: skip
+_REFLECTION_ATTRS = _REFLECTION - {"compile"} | {"modules"}  # re.compile is no reflection; sys.modules is
+_BY_NAME = frozenset({"getattr", "hasattr", "setattr", "delattr"})
+_PLAIN_DECORATORS = frozenset({"staticmethod", "classmethod", "property"})
+_PURE = (ast.Constant, ast.Name, ast.Tuple, ast.List, ast.Set, ast.Dict, ast.UnaryOp, ast.BinOp, ast.BoolOp,
+         ast.Compare, ast.Load, ast.unaryop, ast.operator, ast.boolop, ast.cmpop)  # fmt: skip
 
 
 def normalized_ast_hash(source: str) -> str:
@@ -42,6 +65,7 @@ def normalized_ast_hash(source: str) -> str:
         return hashlib.sha256(b"text\0" + text.encode("utf-8", "surrogatepass")).hexdigest()
     if not _reads_docstrings(tree):
         _strip_string_statements(tree)
+    _drop_dead_code(tree)
     keywords = {node.arg for node in ast.walk(tree) if isinstance(node, ast.keyword) and node.arg}
     tree = _Renamer(keywords).visit(tree)
     dump = ast.dump(tree, annotate_fields=False, include_attributes=False)
@@ -93,6 +117,95 @@ def _strip_string_statements(tree: ast.AST) -> None:
             if name == "body" and not kept:
                 kept = [ast.Pass()]
             setattr(node, name, kept)
+
+
+def _is_dunder(name: str) -> bool:
+    return len(name) > 4 and name.startswith("__") and name.endswith("__")
+
+
+def _looks_up_names(tree: ast.Module) -> bool:
+    """Whether the code may reach a definition without naming it (``getattr(self, name)``, ``globals()``, ...)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in _REFLECTION:
+            return True
+        if isinstance(node, ast.Attribute) and node.attr in _REFLECTION_ATTRS:
+            return True
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            if any(m.split(".")[0] in ("inspect", "importlib") for m in modules):
+                return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _BY_NAME:
+            name = node.args[1] if len(node.args) > 1 else None
+            if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+                return True
+    return False
+
+
+def _is_constant(statement: ast.stmt) -> bool:
+    """A module-level assignment of literals (and containers and arithmetic of them) to plain names."""
+    if isinstance(statement, ast.Assign):
+        targets, value = statement.targets, statement.value
+    elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
+        targets, value = [statement.target], statement.value
+    else:
+        return False
+    plain = all(isinstance(t, ast.Name) and not _is_dunder(t.id) for t in targets)
+    return plain and all(isinstance(n, _PURE) for n in ast.walk(value))
+
+
+def _closed_classes(tree: ast.Module) -> list[ast.ClassDef]:
+    """Module classes whose every method call the module can see: no unknown base, metaclass or class decorator."""
+    known = {"object"}
+    if any(isinstance(n, ast.ImportFrom) and n.module == "spade_envs.envs.tooluse"
+           and any(a.name == "ToolUseEnv" and a.asname is None for a in n.names) for n in tree.body):  # fmt: skip
+        known.add("ToolUseEnv")
+    closed = []
+    for node in tree.body:
+        if not isinstance(node, ast.ClassDef) or node.keywords:
+            continue
+        decorators = [d.attr if isinstance(d, ast.Attribute) else getattr(d, "id", None) for d in node.decorator_list]
+        if all(isinstance(b, ast.Name) and b.id in known for b in node.bases) and set(decorators) <= {"dataclass"}:
+            closed.append(node)
+            known.add(node.name)
+    return closed
+
+
+def _dead_method(node: ast.stmt, used: set[str]) -> bool:
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or node.name in used:
+        return False
+    if _is_dunder(node.name) or node.name in _ENTRY_POINTS or node.name.startswith("tool_"):
+        return False
+    return all(isinstance(d, ast.Name) and d.id in _PLAIN_DECORATORS for d in node.decorator_list)
+
+
+def _drop_dead_code(tree: ast.Module) -> None:
+    """Drop unreferenced module constants and methods (module docstring), until none is left."""
+    if not any(isinstance(n, ast.ClassDef) and n.name.endswith("Env") for n in tree.body) or _looks_up_names(tree):
+        return
+    classes = _closed_classes(tree)
+    while True:
+        constants = [s for s in tree.body if _is_constant(s)]
+        own = {id(t) for s in constants for t in (s.targets if isinstance(s, ast.Assign) else [s.target])}
+        used: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and id(node) not in own:
+                used.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                used.add(node.attr)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                used.add(node.value)
+            elif isinstance(node, (ast.Global, ast.Nonlocal)):
+                used.update(node.names)
+        dead = [s for s in constants
+                if all(t.id not in used for t in (s.targets if isinstance(s, ast.Assign) else [s.target]))]  # fmt: skip
+        dropped = len(dead)
+        tree.body = [s for s in tree.body if all(s is not d for d in dead)]
+        for cls in classes:
+            kept = [s for s in cls.body if not _dead_method(s, used)]
+            dropped += len(cls.body) - len(kept)
+            cls.body = kept or [ast.Pass()]
+        if not dropped:
+            return
 
 
 def _bound_names(nodes: list[ast.AST]) -> tuple[list[str], set[str], set[str]]:

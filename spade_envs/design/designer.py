@@ -20,7 +20,15 @@ import numpy as np
 from spade_envs.design.ast_hash import normalized_ast_hash
 from spade_envs.design.corpus import Corpus, truncate_words
 from spade_envs.design.extract import extract_code
-from spade_envs.design.measure import HintVetting, measure, measure_arm, unpaired_seeds, vet_env_hint, vet_hint_on_seeds
+from spade_envs.design.measure import (
+    HintVetting,
+    measure,
+    measure_arm,
+    measurement_seeds,
+    unpaired_seeds,
+    vet_env_hint,
+    vet_hint_on_seeds,
+)
 from spade_envs.design.memory import EnvMemory, MemoryConfig, MemoryRecord
 from spade_envs.design.placebo import placebo_hint
 from spade_envs.design.prompts import VARIANT_WEIGHTS, Exemplar, builtin_example, designer_messages, hint_messages
@@ -253,7 +261,8 @@ def _design_once(
     except ChatError as exc:
         outcome.reason = f"designer call failed: {exc}"
         return outcome
-    source, report = admit(response, pool, setting, config.validation, key=f"slot {slot} attempt {attempt}")
+    key = f"slot {slot} attempt {attempt}"
+    source, report = admit(response, pool, setting, config.validation, key=key)
     if source is None:
         outcome.reason = f"{report.code}: {report.reason}"
         if report.code != "machine_fault":  # no worker could be had: the machine's condition, nothing to charge
@@ -264,7 +273,9 @@ def _design_once(
     outcome.valid, outcome.code, outcome.env_id = True, source, f"{setting}-{skill}-{spec.sha256[:12]}"
     outcome.validation_seeds = report.seeds + report.probe_seeds
     spec = EnvSpec(**{**spec.to_dict(), "env_id": outcome.env_id})
-    seeds = [config.seed * 1000 + slot * config.plays_per_arm + i for i in range(config.plays_per_arm)]
+    # hashed per design like the recipe's (measure.measurement_seeds): consecutive integers always held two even
+    # and two odd seeds, so an env keyed on seed parity was measured at a win rate of exactly 0.5
+    seeds = measurement_seeds(config.seed, key, config.plays_per_arm)
     outcome.seeds = seeds
     try:
         hint_text = _complete(client, hint_messages(setting, source), config.hint_writer)
@@ -307,7 +318,7 @@ def _design_once(
         hint_failure=outcome.hint_failure,
         paired_placebo=outcome.placebo,
     )
-    outcome.win_rate = window.mean_outcome
+    outcome.win_rate = window.win_rate  # wins only: partial credit is no win (spade_envs.design.rewards)
     outcome.regret = credited_regret(config.reward, window)  # placebo, hint failure and feasibility gates applied
     outcome.designer_reward = designer_reward(config.reward, window)
     memory.add(MemoryRecord(spec=spec, win_rate=outcome.win_rate, regret=outcome.regret, plays=len(seeds),

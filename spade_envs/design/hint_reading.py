@@ -2,8 +2,10 @@
 
 Values are compared as **token sequences**: lower-cased runs of letters or of digits (``12kg`` is ``12 kg``,
 ``ACC-7731`` is ``acc 7731``, ``banjo=2`` is ``banjo 2``), numbers by value (``1,234.50`` is ``1234.5``,
-``0946`` is ``946``, fullwidth ``４８２１`` is ``4821``), and filler words (``and``, ``then``, ``to``, ...) ignored
-between tokens, so ``2, 5 and 7`` matches the list ``2 5 7``. A hint names a value (:func:`hint_says`) when the
+``0946`` is ``946``, fullwidth ``４８２１`` is ``4821``), letters as the Latin letters they look like (Cyrillic
+``ѕwоrdfіѕh``, accented ``swórdfísh`` and fullwidth ``ｓｗｏｒｄｆｉｓｈ`` are ``swordfish``:
+:mod:`spade_envs.design.confusables`), and filler words (``and``, ``then``, ``to``, ...) ignored between tokens, so
+``2, 5 and 7`` matches the list ``2 5 7``. A hint names a value (:func:`hint_says`) when the
 value occurs in one of its readings: as written; with numbers in words read as digits, ordinals as positions
 (``the third lever``: :mod:`spade_envs.design.number_words`); with percentages and cents read as amounts (``15%`` is
 ``0.15``, ``nineteen dollars and ninety-nine cents`` is ``19.99``); a 3+ digit number or 3+ letter word in
@@ -14,9 +16,9 @@ consecutive pieces of its kind (digit by digit ``4 8 2 1``, ``48-21``, letter by
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Callable
 
+from spade_envs.design.confusables import fold
 from spade_envs.design.number_words import amounts, spoken_numbers, stem
 
 __all__ = ["FILLER", "Seq", "contains", "hint_says", "is_number", "tokens", "unfilled"]
@@ -41,8 +43,7 @@ def _norm(token: str) -> str:
 
 def tokens(text: str) -> Seq:
     """The normalised token sequence of ``text`` (see the module docstring)."""
-    if not text.isascii():  # compatibility forms (fullwidth Ｂｒａｖｏ) are the letters an env's NFKC reads
-        text = unicodedata.normalize("NFKC", text)
+    text = fold(text)  # NFKC (fullwidth Ｂｒａｖｏ, as an env's NFKC reads it) and look-alike letters as Latin ones
     return tuple(_norm(t) for t in _TOKEN.findall(_THOUSANDS.sub("", text)))
 
 
@@ -68,6 +69,7 @@ def is_number(seq: Seq) -> bool:
 class HintReading:
     """A hint's readings (as written, without filler, numbers in words as digits, amounts), for value lookups.
 
+    An I-shaped look-alike (Cyrillic ``Ӏ``, Greek ``Ι``) is read as ``i`` and, in one more view, as ``l``.
     ``visible`` is what the player sees (the first observation, the tool interface): an ordinal counts a position
     only among things it shows (:func:`~spade_envs.design.number_words.spoken_numbers`); ``None`` reads every ordinal.
     """
@@ -79,7 +81,9 @@ class HintReading:
         spoken = spoken_numbers(self.raw, things)  # "four seven two one", "the third lever": as digits
         self.views = [spoken, unfilled(spoken)] if spoken != self.raw else []
         if not hint.isascii():
-            hint = unicodedata.normalize("NFKC", hint)
+            ell = tokens(fold(hint, ell=True))  # "heӀӀo": the I-shaped letters as l
+            self.views += [ell, unfilled(ell)] if ell != self.raw else []
+            hint = fold(hint)
         # "15%" as 0.15 and "$19 and 99 cents" as 19.99 (with "%" as a word: the token reading drops it)
         rates = amounts(spoken_numbers(tokens(_PERCENT.sub(" percent ", hint)), things))
         rates = tuple(_norm(t) if t[0].isdigit() else t for t in rates)

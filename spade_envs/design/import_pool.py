@@ -188,7 +188,7 @@ def import_pool(
         except UnicodeDecodeError as exc:
             game.code, game.reason = "unreadable", str(exc)[:200]
             return game, None
-        report = validate_source(source, pool, config, setting="games", filename=path.name, key=path.name)
+        report = validate_source(source, pool, config, setting="games", key=path.name)
         game.valid, game.max_turns, game.solution_turns = report.ok, report.max_turns, report.solution_turns
         game.code, game.reason = _compat_code(report.code, report.reason), report.reason
         game.sha256 = source_sha256(source)

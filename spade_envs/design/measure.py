@@ -33,12 +33,13 @@ __all__ = [
     "measure",
     "measure_arm",
     "measurement_seeds",
+    "training_seed",
     "unpaired_seeds",
     "vet_env_hint",
     "vet_hint_on_seeds",
 ]
 
-#: Measurement seeds lie in [MEASUREMENT_SEED_LOW, 2**31): above the first training steps' agent seeds.
+#: Measurement and training seeds lie in [MEASUREMENT_SEED_LOW, 2**31), both drawn by :func:`measurement_seeds`.
 MEASUREMENT_SEED_LOW = 100_000
 
 #: What a misbehaving worker reply can raise on the host besides typed errors (until the host re-checks replies).
@@ -236,6 +237,16 @@ def measurement_seeds(run_seed: int, key: str, n: int) -> list[int]:
         if seed not in seeds:
             seeds.append(seed)
     return seeds
+
+
+def training_seed(run_seed: int, step: int, slot: int) -> int:
+    """The seed agent row ``slot`` plays at ``step``: a :func:`measurement_seeds` draw under its own key.
+
+    Same hash, same range as the seeds a design is measured on, so no arithmetic on a seed (its range, a residue)
+    tells an env whether it is being measured or trained; an env honest on one kind is honest on the other. A pure
+    function of ``(run_seed, step, slot)``: a resumed run replays the same seeds.
+    """
+    return measurement_seeds(run_seed, f"step {step} row {slot}", 1)[0]
 
 
 def unpaired_seeds(seeds: Sequence[int], *arms: Sequence[str] | Mapping[int, str]) -> list[int]:

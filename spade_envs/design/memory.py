@@ -10,7 +10,8 @@ Compared with the reference (a 200-record FIFO written non-atomically, unseeded 
 by :func:`~spade_envs.design.ast_hash.normalized_ast_hash`, the least useful record is evicted instead of the oldest,
 the
 file is replaced atomically and a load restores the buffer exactly, so seeded samples continue identically after a
-resume. "Win rate" is the mean no-hint outcome everywhere (the reference counted outcomes > 0 here).
+resume. "Win rate" is the share of no-hint plays won (outcome 1) everywhere, as the designer reward counts it:
+partial credit is no win (the reference counted outcomes > 0 here).
 
 Sampling works on numpy arrays kept in step with the records (records are frozen; every change goes through this
 class) and on a rank order that is updated incrementally, so a sample from 100k records takes a few milliseconds

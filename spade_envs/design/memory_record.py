@@ -84,8 +84,9 @@ class MemoryRecord:
 
     Attributes:
         spec: the environment (code, skill, setting, provenance).
-        win_rate: mean no-hint outcome of the latest measurement, in [0, 1].
-        regret: latest paired regret (hinted minus no-hint mean), in [-1, 1].
+        win_rate: no-hint win rate (share of plays won; partial credit is no win) of the latest measurement or of
+            the training plays since, in [0, 1].
+        regret: latest credited regret (hinted minus no-hint or placebo win rate), in [-1, 1].
         plays: no-hint plays measured so far, over all measurements.
         last_played_step: training step of the latest measurement (drives staleness).
         status: ``"ok"`` or the failure code of a validation, hint or replay failure. Records with a

@@ -6,14 +6,19 @@ environments score in [0, 1]; failures (invalid code, hangs, unusable hints) get
 the designer always learns that breaking validation is worse than any working environment (the reference gave no
 signal at all for invalid code).
 
-Variants (``RewardConfig.variant``), with ``w`` the mean no-hint outcome over the window:
+Everything counts *wins*, the env's own verdict (an outcome of 1, :func:`~spade_envs.envs.contract.is_win`), never raw
+outcomes: partial credit below 1 trains the agent but is a loss here. Otherwise an env that pays 0.5 for any wrong
+answer on instances only the hint solves sits at ``w = 0.5`` with regret 0.5 (the maximum reward) while every
+training play scores 0.5 and GRPO learns nothing from it.
+
+Variants (``RewardConfig.variant``), with ``w`` the no-hint win rate over the window:
 
 - ``blend`` (paper default): ``blend_plateau_weight * plateau(w) + blend_regret_weight * regret_term(regret)``.
-- ``regret``: the paired regret itself, ``max(0, mean hint - max(mean no-hint, mean placebo))`` (placebo: the
-  content-free arm of :mod:`spade_envs.design.placebo`, when played).
+- ``regret``: the paired regret itself, ``max(0, hint win rate - max(no-hint win rate, placebo win rate))``
+  (placebo: the content-free arm of :mod:`spade_envs.design.placebo`, when played).
 - ``solve_rate``: ``plateau(w)`` only.
 - ``learning_potential``: ``|w - slow EMA of the skill's past window means|``.
-- ``p1mp``: ``4 w (1 - w)``, the outcome variance p(1-p) scaled to peak at 1.
+- ``p1mp``: ``4 w (1 - w)``, the win/loss variance p(1-p) scaled to peak at 1.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ __all__ = [
     "plateau",
     "regret_term",
     "solve_rate_reward",
+    "win_rate",
 ]
 
 VARIANTS = ("blend", "regret", "solve_rate", "learning_potential", "p1mp")
@@ -75,6 +81,23 @@ def _outcomes(name: str, values: Iterable[float]) -> list[float]:
     return out
 
 
+def _wins(name: str, values: Iterable[float]) -> list[float]:
+    """1.0 for each won episode, 0.0 for each other (partial credit included), after checking every outcome."""
+    return [1.0 if is_win(v) else 0.0 for v in _outcomes(name, values)]
+
+
+def win_rate(outcomes: Iterable[float]) -> float:
+    """The share of ``outcomes`` that are wins (outcome 1): what the designer reward and the memory call ``w``.
+
+    Raises:
+        ValueError: no outcomes, or an outcome outside [0, 1].
+    """
+    wins = _wins("outcomes", outcomes)
+    if not wins:
+        raise ValueError("no outcomes: the win rate is undefined")
+    return sum(wins) / len(wins)
+
+
 @dataclass(frozen=True)
 class RewardConfig:
     """How designer samples are scored; the recipe's ``spade.reward`` YAML block maps onto it.
@@ -90,8 +113,8 @@ class RewardConfig:
         lp_slow_ema: weight of the NEW value in the slow per-skill EMA of ``learning_potential``, in the usual
             convention ``mu <- (1 - a) * mu + a * x`` (the reference's γ is the same quantity).
         require_feasible: count regret only when the hinted arm proves the env winnable: at least one hinted
-            play is a win and the hinted mean exceeds ``feasibility_min``. Without it a hint that only raises
-            partial credit would pay as much as one that shows the env can be solved.
+            play is a win and the hinted win rate exceeds ``feasibility_min``. Regret counts wins, so any regret
+            already means a hinted win; the gate adds the minimum.
         feasibility_min: see ``require_feasible``.
         designer_scale_cap: upper bound of :func:`designer_scale`.
         penalties: failure code -> negative reward. Entries given here override :data:`DEFAULT_PENALTIES`; after
@@ -163,9 +186,11 @@ _DEFAULT = RewardConfig()
 class WindowStats:
     """What one environment produced over its reward window (design step K up to K + regen_every).
 
+    Outcomes are episode outcomes in [0, 1] as played; the reward reads only which of them are wins.
+
     Attributes:
         skill: the env's skill; ``learning_potential`` keeps one EMA per skill.
-        outcomes: every no-hint outcome in the window, the design-step plays included; ``w`` is their mean.
+        outcomes: every no-hint outcome in the window, the design-step plays included; ``w`` is their win rate.
         paired_no_hint: no-hint outcomes at design time, one per seed in ``seeds_no_hint``.
         paired_hint: hinted outcomes at design time, one per seed in ``seeds_hint`` (same seeds as above).
         seeds_no_hint: seeds of ``paired_no_hint``.
@@ -198,11 +223,11 @@ class WindowStats:
             raise ValueError(f"play_failure must be one of {sorted(FAILURE_CODES)}, got {self.play_failure!r}")
 
     @property
-    def mean_outcome(self) -> float:
-        """``w``: the mean no-hint outcome over the window (what the memory calls the win rate)."""
+    def win_rate(self) -> float:
+        """``w``: the share of the window's no-hint outcomes that are wins (the memory's win rate)."""
         if not self.outcomes:
             raise ValueError(f"window of skill {self.skill!r} has no no-hint outcomes; w is undefined")
-        return sum(self.outcomes) / len(self.outcomes)
+        return win_rate(self.outcomes)
 
 
 def paired_regret(
@@ -218,6 +243,7 @@ def paired_regret(
     16 hinted plays of another, so its regret mixed the hint's effect with instance difficulty. ``placebo`` (the
     outcomes of a content-free hint of the same shape, :mod:`spade_envs.design.placebo`, on ``seeds_hint``) raises the
     baseline: an env that rewards *having* a hint, not its content, earns no regret. ``None``: the paper's two arms.
+    The reward passes wins (1 or 0 per play, :func:`credited_regret`), so this is a difference of win rates there.
 
     Raises:
         ValueError: an arm is empty, an outcome lies outside [0, 1], an arm's outcome and seed counts differ, the
@@ -294,7 +320,7 @@ def p1mp(w: float) -> float:
 
 
 class SkillEMA:
-    """Slow per-skill EMA of window mean outcomes, the baseline of ``learning_potential``.
+    """Slow per-skill EMA of window win rates, the baseline of ``learning_potential``.
 
     Build it as ``SkillEMA(config.lp_slow_ema)``; checkpoint it with :meth:`state_dict`.
     Convention: ``mu <- (1 - alpha) * mu + alpha * x`` (``alpha`` weights the new value); the first value of a skill
@@ -334,21 +360,23 @@ def failure_penalty(config: RewardConfig, code: str) -> float:
     return config.penalties[code]
 
 
-def _feasible(hint: Sequence[float], minimum: float) -> bool:
-    return any(is_win(h) for h in hint) and sum(hint) / len(hint) > minimum
+def _feasible(hint_wins: Sequence[float], minimum: float) -> bool:
+    return any(hint_wins) and sum(hint_wins) / len(hint_wins) > minimum
 
 
 def credited_regret(config: RewardConfig, window: WindowStats) -> float:
     """The regret the reward counts (memory stores this value, not an ungated difference).
 
-    0 after a hint failure or when the hinted arm does not prove the env feasible (``require_feasible``), else
-    :func:`paired_regret` (beyond the placebo arm when there is one).
+    :func:`paired_regret` of the arms' *wins* (beyond the placebo arm when there is one): a hint that only raises
+    partial credit earns nothing. 0 after a hint failure or when the hinted arm does not prove the env feasible
+    (``require_feasible``).
     """
     if window.hint_failure is not None:
         return 0.0
-    args = (window.paired_no_hint, window.paired_hint, window.seeds_no_hint, window.seeds_hint)
-    regret = paired_regret(*args, placebo=window.paired_placebo or None)  # raises without paired arms
-    if config.require_feasible and not _feasible(window.paired_hint, config.feasibility_min):
+    hint = _wins("paired_hint", window.paired_hint)
+    no_hint, placebo = _wins("paired_no_hint", window.paired_no_hint), _wins("paired_placebo", window.paired_placebo)
+    regret = paired_regret(no_hint, hint, window.seeds_no_hint, window.seeds_hint, placebo=placebo or None)
+    if config.require_feasible and not _feasible(hint, config.feasibility_min):  # paired_regret checked the arms
         return 0.0
     return regret
 
@@ -365,7 +393,7 @@ def designer_reward(config: RewardConfig, window: WindowStats, ema: SkillEMA | N
     """
     if window.play_failure is not None:
         return failure_penalty(config, window.play_failure)
-    w = window.mean_outcome
+    w = window.win_rate
     if config.variant == "solve_rate":
         return solve_rate_reward(w, config)
     if config.variant == "p1mp":

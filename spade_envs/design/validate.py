@@ -17,6 +17,8 @@ What validation promises the trainer:
   (load, ``reset``, ``tools()`` for tool use, steps; nothing else first). The solution, do-nothing and random
   episodes are played that way too and must match their replays in validation's long-lived worker, else
   ``first_episode_differs`` (an env that counts episodes or watches the call order is honest only in validation);
+  every load, here and in training, goes through one loader path (:mod:`spade_envs.envs.loader`: one file name, one
+  module name, the same globals and command line), so nothing in the env's own process names its context;
 * **bounded cost**: a wall-clock budget per validation on top of the sandbox's per-call deadlines.
 """
 
@@ -188,14 +190,14 @@ class _Run:
             # a reply the host could not even take apart: the worker (env code) broke the protocol
             raise Rejected("protocol_violation", f"malformed {phase} reply: {type(exc).__name__}: {exc}") from exc
 
-    def remote_env(self, source: str, pool: WorkerPool, filename: str) -> RemoteEnv:
+    def remote_env(self, source: str, pool: WorkerPool) -> RemoteEnv:
         """Load ``source`` in a worker; the wait for a pool slot is part of the budget.
 
         A slot not free before the deadline raises ``SandboxUnavailable`` (``acquire_timeout``): ``machine_fault``,
         the machine's condition, never charged to the design.
         """
         worker = pool.acquire(timeout=max(0.0, self.deadline - time.monotonic()))
-        return RemoteEnv(source, pool, filename, worker=worker)
+        return RemoteEnv(source, pool, worker=worker)
 
     def check_budget(self) -> None:
         if time.monotonic() > self.deadline:
@@ -217,7 +219,6 @@ def validate_source(
     *,
     setting: str | None = None,
     audit: Callable[[str], bool] | None = None,
-    filename: str = "<generated env>",
     key: str = "",
 ) -> ValidationReport:
     """Validate ``source`` in fresh sandbox workers; ``setting`` (if given) must match the env's own.
@@ -236,7 +237,7 @@ def validate_source(
     run = _Run(config.budget_s)
     envs: list[RemoteEnv] = []
     try:
-        env = run.call("load", lambda: run.remote_env(source, pool, filename))
+        env = run.call("load", lambda: run.remote_env(source, pool))
         envs.append(env)
         report.class_name, report.setting = env.class_name, env.setting
         report.declared_max_turns = env.max_turns
@@ -248,11 +249,11 @@ def validate_source(
         transcripts = _check_episodes(run, env, config, report)
         if config.cross_worker:
             env.close()  # one worker at a time: concurrent validations can never hold every slot and wait
-            other = run.call("load", lambda: run.remote_env(source, pool, filename))
+            other = run.call("load", lambda: run.remote_env(source, pool))
             envs.append(other)
             _check_other_worker(run, other, config, report, transcripts)
         if config.first_episode_seeds:
-            _check_first_episodes(run, source, pool, filename, config, report, transcripts)
+            _check_first_episodes(run, source, pool, config, report, transcripts)
         if audit is not None and env.setting == "tool_use":
             try:
                 verdict = audit(source)
@@ -378,7 +379,7 @@ def _check_episodes(run: _Run, env: RemoteEnv, config: ValidationConfig, report:
     return transcripts
 
 
-def _check_first_episodes(run: _Run, source: str, pool: WorkerPool, filename: str, config: ValidationConfig,
+def _check_first_episodes(run: _Run, source: str, pool: WorkerPool, config: ValidationConfig,
                           report: ValidationReport, expected: dict) -> None:  # fmt: skip
     """Solution, do-nothing and first random episode of ``first_episode_seeds`` seeds, each first in a fresh worker.
 
@@ -389,7 +390,7 @@ def _check_first_episodes(run: _Run, source: str, pool: WorkerPool, filename: st
     solutions = {s: expected[("actions", s)] for s in seeds}
     plan = first_episode_plan(report.setting, seeds, min(1, config.random_episodes), solutions, tools)
     for key, what, policy in plan:
-        fresh = run.call("step", functools.partial(play_first, source, pool, filename, policy, key[1],
+        fresh = run.call("step", functools.partial(play_first, source, pool, policy, key[1],
                                                    config.max_turns, report.setting, run.deadline))  # fmt: skip
         if fresh.transcript_hash != expected[key]:
             raise Rejected("first_episode_differs", f"seed {key[1]}: the {what} episode played first in a fresh "

@@ -1,11 +1,16 @@
 """A minimal client for any OpenAI-compatible chat endpoint (vLLM, SGLang, hosted APIs), on the stdlib only.
 
 Used by the ``spade-envs run`` and ``generate`` commands to let an external model design or play environments
-without GPU training. Retries transient failures (connection errors, 429, 5xx) with exponential backoff.
+without GPU training, and by ``spade-eval``. Retries transient failures (connection errors, 408, 429, 5xx) with
+exponential backoff, or after the wait a ``Retry-After`` header asks for (capped). What no retry can fix is raised at
+once, typed by what the caller should do: :class:`ChatMisconfigured` (401/403/404/405: every request will fail the
+same way; stop), or :class:`ChatRefused` (any other 4xx: this request; ``over_context`` says whether it is a prompt
+over the context length, which no rerun changes).
 """
 
 from __future__ import annotations
 
+import email.utils
 import json
 import re
 import time
@@ -16,11 +21,30 @@ from typing import Any
 
 from spade_envs.envs.errors import SpadeEnvError
 
-__all__ = ["ChatClient", "ChatError", "ChatRefused", "ChatResult", "context_room"]
+__all__ = ["ChatClient", "ChatError", "ChatMisconfigured", "ChatRefused", "ChatResult", "context_room",
+           "is_context_refusal"]  # fmt: skip
 
 #: vLLM's (and OpenAI's) context-length refusals: the window, and the prompt's tokens in one of two wordings.
 _CONTEXT = re.compile(r"maximum context length is (\d+)")
 _PROMPT = re.compile(r"(\d+) in the messages|request has (\d+) input tokens|(\d+) input tokens")
+#: How servers word a prompt (plus ``max_tokens``) over the context window: vLLM's two wordings, OpenAI's error
+#: code, SGLang's, and Anthropic's OpenAI-compatible endpoint.
+_OVER_CONTEXT = re.compile(r"maximum context length|maximum model length|context_length_exceeded|"
+                           r"model's context length|prompt is too long", re.IGNORECASE)  # fmt: skip
+#: Statuses a retry can fix: a proxy's request timeout, rate limits, and every 5xx.
+_TRANSIENT = frozenset({408, 429})
+#: Statuses that say every request to this endpoint will fail the same way, with what to check.
+_MISCONFIGURED = {
+    401: "the API key was rejected",
+    403: "the API key has no access to this model or endpoint",
+    404: "no such path or model: check the base URL (it usually ends in /v1) and the model name",
+    405: "the URL does not serve chat completions: check the base URL (it usually ends in /v1)",
+}
+
+
+def is_context_refusal(status: int, detail: str) -> bool:
+    """Whether an HTTP error is a 400 saying that the prompt plus ``max_tokens`` exceed the served window."""
+    return status == 400 and _OVER_CONTEXT.search(detail) is not None
 
 
 class ChatError(SpadeEnvError):
@@ -28,14 +52,25 @@ class ChatError(SpadeEnvError):
 
 
 class ChatRefused(ChatError):
-    """The endpoint refused this request (HTTP 4xx other than 429): retrying the same request cannot succeed.
+    """The endpoint refused this request (an HTTP 4xx other than 408 and 429): retrying it cannot succeed.
 
-    A context-length 400 is the common case: the prompt plus ``max_tokens`` exceed the served window.
+    ``over_context`` is true for a context-length 400 (the prompt plus ``max_tokens`` exceed the served window):
+    the one refusal that is about the request's length, so the same on every rerun. Any other refusal (a content
+    filter, a malformed body, 413, 422) may be the server's or a proxy's doing.
     """
 
     def __init__(self, message: str, status: int, detail: str) -> None:
         super().__init__(message)
         self.status, self.detail = status, detail
+
+    @property
+    def over_context(self) -> bool:
+        """Whether this is a context-length refusal (:func:`is_context_refusal`)."""
+        return is_context_refusal(self.status, self.detail)
+
+
+class ChatMisconfigured(ChatRefused):
+    """HTTP 401, 403, 404 or 405: a wrong key, URL or model name, so every request will be refused the same way."""
 
 
 def context_room(detail: str) -> int | None:
@@ -56,15 +91,28 @@ class ChatResult:
 
 
 class ChatClient:
-    """``POST {base_url}/chat/completions`` with retries; ``base_url`` usually ends in ``/v1``."""
+    """``POST {base_url}/chat/completions`` with retries; ``base_url`` usually ends in ``/v1``.
+
+    A transient failure is retried up to ``max_retries`` times, after 0.5, 1, 2, ... s (at most 8), or after what
+    the response's ``Retry-After`` header asks for (seconds or an HTTP date), at most ``max_retry_wait_s``.
+    """
 
     def __init__(
-        self, base_url: str, model: str, api_key: str | None = None, timeout_s: float = 600.0, max_retries: int = 3
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        timeout_s: float = 600.0,
+        max_retries: int = 3,
+        max_retry_wait_s: float = 60.0,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
+        if max_retry_wait_s < 0:
+            raise ValueError(f"max_retry_wait_s must be >= 0, got {max_retry_wait_s}")
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model, self.api_key, self.timeout_s, self.max_retries = model, api_key, timeout_s, max_retries
+        self.max_retry_wait_s = max_retry_wait_s
 
     def complete(
         self,
@@ -79,7 +127,7 @@ class ChatClient:
 
         A context-length refusal that states the room left is retried once with ``max_tokens`` shrunk to that room
         (as BFCL's runner caps a call at ``min(max_tokens, context - prompt)``); any other refusal, or one with no
-        room left, raises :class:`ChatRefused`.
+        room left, raises :class:`ChatRefused` (:class:`ChatMisconfigured` for a wrong key, URL or model).
         """
         body: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": temperature,
                                 "top_p": top_p, "max_tokens": max_tokens}  # fmt: skip
@@ -117,6 +165,7 @@ class ChatClient:
         last: Exception | None = None
         for attempt in range(self.max_retries + 1):
             request = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
+            wait = min(8.0, 0.5 * 2**attempt)
             try:
                 with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
                     return json.loads(response.read().decode("utf-8"))
@@ -124,11 +173,31 @@ class ChatClient:
                 with exc:  # the error holds the open response; close it either way
                     detail = exc.read().decode("utf-8", "replace")[:1000]
                 last = ChatError(f"HTTP {exc.code}: {detail[:300]}")
-                if exc.code != 429 and exc.code < 500:
+                if exc.code not in _TRANSIENT and exc.code < 500:
+                    if exc.code in _MISCONFIGURED:
+                        message = f"HTTP {exc.code}: {_MISCONFIGURED[exc.code]}. {self.url} said: {detail[:300]}"
+                        raise ChatMisconfigured(message, exc.code, detail) from exc
                     message = f"{self.url} refused the request: HTTP {exc.code}: {detail[:300]}"
                     raise ChatRefused(message, exc.code, detail) from exc
+                asked = _retry_after(exc.headers.get("Retry-After") if exc.headers else None)
+                wait = wait if asked is None else min(asked, self.max_retry_wait_s)
             except (urllib.error.URLError, TimeoutError, ConnectionError, json.JSONDecodeError) as exc:
                 last = exc
             if attempt < self.max_retries:
-                time.sleep(min(8.0, 0.5 * 2**attempt))
+                time.sleep(wait)
         raise ChatError(f"{self.url} failed after {self.max_retries + 1} attempts: {last}")
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds a ``Retry-After`` header asks to wait (seconds or an HTTP date); ``None`` if absent or unreadable."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())

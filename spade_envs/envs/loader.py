@@ -1,21 +1,28 @@
-"""Turn environment source text into an environment class.
+"""Turn environment source text into an environment class: the one path by which every env is loaded.
 
 This executes the source: call it only on trusted code (built-ins, tests) or inside the sandbox worker, never on
 generated code in the trainer's own process.
+
+Every load, in every context (validation and its first-episode check, hint vetting, measurement and training plays,
+``import_pool``, in-process loads of built-ins), compiles the source under one file name, :data:`ENV_FILENAME`, as
+one module, :data:`ENV_MODULE`, with the same globals: env code cannot tell from its ``__file__``, ``__name__``,
+``co_filename``, a traceback or its globals whether it is being validated or trained (docs/sandbox.md).
 """
 
 from __future__ import annotations
 
-import itertools
 import sys
 import types
 
 from spade_envs.envs.errors import InvalidEnvSource
 
-__all__ = ["REQUIRED_METHODS", "find_env_class", "load_env_class"]
+__all__ = ["ENV_FILENAME", "ENV_MODULE", "REQUIRED_METHODS", "find_env_class", "load_env_class"]
 
 REQUIRED_METHODS = ("reset", "step", "solution")
-_counter = itertools.count()
+#: The file name every env's code is compiled under (its ``__file__``, ``co_filename`` and traceback entries).
+ENV_FILENAME = "<env>"
+#: The module every env's code runs in (its ``__name__``, and its classes' ``__module__``).
+ENV_MODULE = "spade_env"
 
 
 def find_env_class(module: types.ModuleType) -> type:
@@ -37,23 +44,29 @@ def find_env_class(module: types.ModuleType) -> type:
     return cls
 
 
-def load_env_class(source: str, filename: str = "<env>") -> type:
+def load_env_class(source: str) -> type:
     """Compile and execute ``source`` as a fresh module and return its environment class.
 
     Raises :class:`InvalidEnvSource` with code ``syntax_error``, ``exec_error``, ``no_env_class``,
-    ``several_env_classes`` or ``missing_method``. The module is registered in ``sys.modules`` under a unique
-    name so that dataclasses, pickling and ``typing.get_type_hints`` work inside it.
+    ``several_env_classes`` or ``missing_method``. The module is registered in ``sys.modules`` as
+    :data:`ENV_MODULE` so that dataclasses, pickling and ``typing.get_type_hints`` work inside it. A sandbox worker
+    loads exactly one env; in a process that loads several (trusted code only), each load is a new module that
+    replaces the previous one there, so only the newest env's classes can be pickled by reference.
     """
     try:
-        code = compile(source, filename, "exec")
+        code = compile(source, ENV_FILENAME, "exec")
     except SyntaxError as exc:
         raise InvalidEnvSource("syntax_error", f"line {exc.lineno}: {exc.msg}") from exc
-    module = types.ModuleType(f"spade_env_{next(_counter)}")
-    module.__file__ = filename
-    sys.modules[module.__name__] = module
+    module = types.ModuleType(ENV_MODULE)
+    module.__file__ = ENV_FILENAME
+    previous = sys.modules.get(ENV_MODULE)
+    sys.modules[ENV_MODULE] = module
     try:
         exec(code, module.__dict__)
     except Exception as exc:
-        del sys.modules[module.__name__]
+        if sys.modules.get(ENV_MODULE) is module:  # a failed load leaves the previous module registered
+            del sys.modules[ENV_MODULE]
+            if previous is not None:
+                sys.modules[ENV_MODULE] = previous
         raise InvalidEnvSource("exec_error", f"{type(exc).__name__}: {exc}") from exc
     return find_env_class(module)

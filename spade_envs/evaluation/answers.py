@@ -5,7 +5,9 @@ r"""Pull the final answer out of a model's response and compare it with the refe
   (:mod:`~spade_envs.evaluation.scorer_pool`) with a hard deadline, so a huge answer such as ``70^{70^{70}}`` is
   killed and counted wrong instead of freezing the run; inside that process math-verify's own alarms work.
 - **Multiple choice** (GPQA): simple-evals' rule, the *first* ``Answer: X`` (``Answer`` in any case, the letter as
-  written), read after stripping Markdown and LaTeX wrappers; else the letter of the last ``\boxed{}``.
+  written). Only where that reads nothing: the last line that *starts* with a wrapped answer (``**Answer**: C``,
+  ``Answer: \(C\)``, ``Answer - C``), an upper-case letter; else the letter of the last ``\boxed{}``. So the
+  widening never changes a verdict simple-evals reaches, and prose ("the answer - a doublet") is never read.
 - **Code** (LiveCodeBench): LiveCodeBench's rule, the text between the last two lines that contain a fence.
 
 Differences from the official scorers are listed in ``docs/evaluation.md``.
@@ -42,9 +44,15 @@ MATH_TIMEOUT_S = 30.0
 #: math-verify's default limits for parsing the answer and for comparing it, applied as alarms in the scorer process.
 PARSE_TIMEOUT_S = VERIFY_TIMEOUT_S = 5.0
 _MATH_PRELOAD = ("math_verify",)
-# Markup a model wraps its letter in; removed before looking for "Answer: X" (simple-evals' normalisation, widened).
+# Markup a model wraps its letter in; removed before looking for a wrapped "Answer: X" line (simple-evals'
+# multilingual normalisation, widened).
 _WRAPPERS = re.compile(r"\*\*|__|\\boxed|\\textbf|\\text|\\mathrm|\\mathbf|\\\(|\\\)|\\\[|\\\]|\\\$|\$|[{}\[\]()]")
 _SPACES = re.compile(r"[ \t]+")
+#: simple-evals' ``ANSWER_PATTERN_MULTICHOICE`` (its current version: a letter in dollars too), for ``{letters}``.
+_STRICT = r"(?i)Answer[ \t]*:[ \t]*\$?([{letters}])\$?"
+#: A wrapped answer line, after the wrappers are removed: list or heading markup, an optional "Final", "Answer", a
+#: colon or a dash between spaces, and one upper-case letter standing alone.
+_WIDENED = r"^[ #>*\-]*(?i:final )?(?i:answer) ?(?:: ?| [\-\u2013\u2014] )([{letters}])(?![A-Za-z0-9_])"
 
 
 def last_boxed(text: str) -> str | None:
@@ -163,15 +171,22 @@ def _letter_in_box(response: str, letters: str) -> str:
 def choice_letter(response: str, letters: str = "ABCD") -> str:
     r"""The answer letter of a multiple-choice response, ``""`` if none (simple-evals' rule, see the module doc).
 
-    The first ``Answer: X`` wins (``Answer`` in any case; ``:``, or `` - `` or a dash between spaces; Markdown and LaTeX
-    wrappers such as ``**``, ``\(...\)``, ``[X]``, ``\text{X}`` ignored); a lower-case letter is returned as written,
-    so it never equals the gold letter, as in simple-evals. Without one, the letter of the last ``\boxed{}``.
+    1. simple-evals' own match, the first ``Answer: X`` (``Answer`` in any case); a lower-case letter is returned as
+       written, so it never equals the gold letter, as in simple-evals.
+    2. Where it finds none: the last line that starts with a wrapped answer, read after Markdown and LaTeX wrappers
+       (``**``, ``\(...\)``, ``[X]``, ``\text{X}``) are removed, with ``:`` or a dash between spaces, and an
+       upper-case letter standing alone (``**Answer** - a doublet`` is prose, not the letter ``a``).
+    3. Else the letter of the last ``\boxed{}``.
     """
     visible = split_thinking(response)[0]
-    cleaned = _SPACES.sub(" ", _WRAPPERS.sub(" ", visible))
-    hit = re.search(rf"(?i:answer)(?: ?: ?| [\-\u2013\u2014] )((?i:[{letters}]))", cleaned)
-    if hit:
-        return hit.group(1)
+    strict = re.search(_STRICT.format(letters=letters), visible)
+    if strict:
+        return strict.group(1)
+    widened = re.compile(_WIDENED.format(letters=letters))
+    for line in reversed(visible.split("\n")):
+        hit = widened.match(_SPACES.sub(" ", _WRAPPERS.sub(" ", line)).strip())
+        if hit:
+            return hit.group(1)
     return _letter_in_box(visible, letters)
 
 

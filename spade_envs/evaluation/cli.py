@@ -8,10 +8,11 @@ Examples (a running server; or a checkpoint that spade-eval serves with vLLM for
 
 Every suite appends scored samples to ``<out>/<suite>.jsonl``; rerunning the same command resumes. The table is
 printed and written to ``<out>/results.md`` and ``<out>/results.json`` at the end of every run: a suite that
-cannot run, a sample that fails and Ctrl-C are marked in it, never a traceback without a report. Exit status: 0
-when every selected suite ran completely, 1 when a suite could not run, some samples failed (rerun to retry them)
-or the server did not start, 2 on bad arguments, 130 on Ctrl-C and 143 on SIGTERM (the report covers the samples
-stored before it; the ones in flight are abandoned, not counted, and a rerun plays them).
+cannot run, a sample that fails and Ctrl-C are marked in it, never a traceback without a report. A wrong key, URL or
+model name (HTTP 401/403/404/405) stops the run at its first refusal, with a message. Exit status: 0 when every
+selected suite ran completely, 1 when a suite could not run, some samples failed (rerun to retry them), the run
+stopped on such a refusal or the server did not start, 2 on bad arguments, 130 on Ctrl-C and 143 on SIGTERM (the
+report covers the samples stored before it; the ones in flight are abandoned, not counted, and a rerun plays them).
 """
 
 from __future__ import annotations
@@ -56,7 +57,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--top-p", type=float, default=None, help="override every suite's top-p")
     p.add_argument("--max-tokens", type=int, default=None, help="override every suite's completion cap")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per model call")
-    p.add_argument("--retries", type=int, default=3, help="retries per model call on connection errors/429/5xx")
+    p.add_argument("--retries", type=int, default=3, help="retries per model call on connection errors/408/429/5xx")
+    p.add_argument("--retry-wait-max", type=float, default=60.0, help="most seconds to wait before a retry when "
+                   "the server's Retry-After header asks for longer (default 60)")  # fmt: skip
     p.add_argument("--quiet", action="store_true", help="no progress line")
     serve = p.add_argument_group("serving a checkpoint (instead of --base-url)")
     serve.add_argument("--serve-checkpoint", type=Path, default=None, help="start `vllm serve PATH` for the run")
@@ -78,6 +81,8 @@ def _check(args: argparse.Namespace) -> ServeConfig | None:
         raise ValueError("--user-model is required with --user-base-url")
     if args.concurrency < 1 or (args.limit is not None and args.limit < 1):
         raise ValueError("--concurrency and --limit must be >= 1")
+    if args.retries < 0 or args.retry_wait_max < 0:
+        raise ValueError("--retries and --retry-wait-max must be >= 0")
     for url in (args.base_url, args.user_base_url):
         if url is not None:
             ChatClient(url, "check")  # raises ValueError on a malformed URL
@@ -123,12 +128,13 @@ def _evaluate(
 ) -> int:
     """Score every suite in ``names`` against ``base_url`` and write the reports."""
     client = ChatClient(base_url, model, api_key=os.environ.get("OPENAI_API_KEY"), timeout_s=args.timeout,
-                        max_retries=args.retries)  # fmt: skip
+                        max_retries=args.retries, max_retry_wait_s=args.retry_wait_max)  # fmt: skip
     user_client = None
     if args.user_base_url or args.user_model:
         user_key = os.environ.get("SPADE_EVAL_USER_API_KEY") or os.environ.get("OPENAI_API_KEY")
         user_client = ChatClient(args.user_base_url or base_url, args.user_model, api_key=user_key,
-                                 timeout_s=args.timeout, max_retries=args.retries)  # fmt: skip
+                                 timeout_s=args.timeout, max_retries=args.retries,
+                                 max_retry_wait_s=args.retry_wait_max)  # fmt: skip
     own_user = user_client is None
     if own_user and "acebench_agent" in names:
         print("spade-eval: acebench_agent: the model under test also plays the multi-turn user, so two checkpoints "
@@ -143,11 +149,14 @@ def _evaluate(
     errors: dict[str, str] = {}
     stopped: BaseException | None = None
     try:
-        for name in names:
+        for i, name in enumerate(names):
             run = _run_one(args, name, options, overrides, client, errors)
             if run is None:
                 continue
             runs.append(run)
+            if run.stopped:
+                errors.update({later: f"the run stopped at {name} (HTTP refusal)" for later in names[i + 1 :]})
+                break
             if run.interrupted:
                 stopped = KeyboardInterrupt() if run.interrupted == "KeyboardInterrupt" else SystemExit(143)
                 break
@@ -188,6 +197,14 @@ def _run_one(args: argparse.Namespace, name: str, options: SuiteOptions, overrid
         moved = args.out / "set_aside" / f"{name}.jsonl"
         print(f"spade-eval: {name}: set aside {run.set_aside} sample(s) of an earlier run under another protocol "
               f"(moved to {moved}); they are scored again", file=sys.stderr)  # fmt: skip
+    if run.replayed_refusals:
+        print(f"spade-eval: {name}: {run.replayed_refusals} sample(s) an earlier version stored as wrong answers for "
+              "a refusal (not over the context length) were played again", file=sys.stderr)  # fmt: skip
+    if run.stopped:
+        print(f"spade-eval: {name}: stopped: {run.stopped}\nspade-eval: every request would be refused the same way: "
+              "check --base-url (it usually ends in /v1), --model and OPENAI_API_KEY (for ACEBench's simulated "
+              "user: --user-base-url, --user-model and SPADE_EVAL_USER_API_KEY); no later suite is run, and a "
+              "rerun plays every sample not scored", file=sys.stderr)  # fmt: skip
     if run.abandoned:
         print(f"spade-eval: {name}: {run.abandoned} sample(s) in flight abandoned, not counted", file=sys.stderr)
     return run

@@ -301,7 +301,7 @@ def _start_judge(pool: WorkerPool) -> RemoteEnv:
     for attempt in range(1, JUDGE_START_ATTEMPTS + 1):
         env = None
         try:
-            env = RemoteEnv(RUNNER_SOURCE, pool, filename="<program-runner>")
+            env = RemoteEnv(RUNNER_SOURCE, pool)
             env.reset(0)
             return env
         except SandboxError as exc:

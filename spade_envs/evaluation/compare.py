@@ -13,7 +13,14 @@ Comparing runs under different protocols would report a difference that training
 sampling, data checksums, Reasoning-Gym split or other protocol provenance is refused (:class:`CompareError`)
 unless ``allow_mismatch``; then, and for differing package versions, the table carries a note. The samples are
 checked too, not only the headers: each carries its protocol's fingerprint, and a sample whose stamp is not the one
-its ``results.json`` reports (or a run written before samples were stamped) is refused the same way.
+its ``results.json`` reports (or a run written before samples were stamped) is refused the same way
+(:mod:`~spade_envs.evaluation.compare_checks`). A suite that either run did not measure completely (it stopped on a
+refused request, was interrupted, or has failed samples) is marked ``(incomplete)`` in its row and in the average's,
+and the notes say why; refused and timed-out samples (scored wrong) are counted there.
+
+Each row's interval is a 95% interval for that row alone. A table of twelve rows shows, with no real difference,
+some row that excludes zero in about 44% of tables, so a last column gives each row's bootstrap p-value of "no
+difference", Holm-adjusted over every row that has an interval: below 0.05 means a difference at a family-wise 5%.
 """
 
 from __future__ import annotations
@@ -28,8 +35,8 @@ import numpy as np
 
 from spade_envs.envs.errors import SpadeEnvError
 from spade_envs.evaluation.bfcl_overall import PARTS, overall_aggregate, overall_from_scores
-from spade_envs.evaluation.bootstrap import Bootstrap, mean_of, stratified_bootstrap
-from spade_envs.evaluation.protocol import RUN_KEYS, VERSION_KEYS
+from spade_envs.evaluation.bootstrap import Bootstrap, holm, mean_of, stratified_bootstrap
+from spade_envs.evaluation.compare_checks import protocol_differences, record_differences, run_health
 from spade_envs.evaluation.records import SampleRecord
 
 __all__ = ["EIGHT", "CompareError", "Comparison", "Row", "compare_runs", "format_comparison", "paired_bootstrap"]
@@ -60,6 +67,11 @@ class Row:
     high: float | None = None
     common_items: int = 0
     common_delta: float | None = None
+    #: A run did not measure this suite (or, for the average, one of its suites) completely: see the notes.
+    incomplete: bool = False
+    #: The bootstrap p-value of "no difference", and the same Holm-adjusted over the table's rows with an interval.
+    p: float | None = None
+    p_holm: float | None = None
 
     @property
     def delta(self) -> float | None:
@@ -92,72 +104,6 @@ def _read_run(path: Path) -> tuple[dict[str, Any], dict[str, dict[tuple[str, int
                 found[record.key] = record
         records[name] = found
     return results, records
-
-
-def record_differences(side: str, results: dict[str, Any], records: dict[str, dict[tuple[str, int], SampleRecord]]
-                       ) -> list[str]:  # fmt: skip
-    """Where a run's samples were not made under the protocol its ``results.json`` reports for them."""
-    found: list[str] = []
-    for name, suite in results.get("suites", {}).items():
-        expected = suite.get("protocol_sha256")
-        mine = records.get(name, {}).values()
-        if not mine:
-            continue
-        if not expected:
-            found.append(f"{name}: the {side} run's results.json names no protocol (written before samples were "
-                         "stamped), so its samples cannot be checked")  # fmt: skip
-            continue
-        other = sum(r.protocol != expected for r in mine)
-        if other:
-            found.append(f"{name}: {other} of {len(mine)} samples in the {side} run's {name}.jsonl were made under "
-                         "another protocol than its results.json reports")  # fmt: skip
-    return found
-
-
-def protocol_differences(base: dict[str, Any], run: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """``(protocol differences, other notes)`` between two ``results.json`` payloads, per shared suite."""
-    refuse: list[str] = []
-    notes: list[str] = []
-    shared = [name for name in base["suites"] if name in run["suites"]]
-    for name in shared:
-        b, r = base["suites"][name], run["suites"][name]
-        if b.get("sampling") != r.get("sampling"):
-            refuse.append(f"{name}: sampling differs (base {b.get('sampling')}, run {r.get('sampling')})")
-        if sorted(b.get("data_sha256", {}).values()) != sorted(r.get("data_sha256", {}).values()):
-            refuse.append(f"{name}: data checksums differ")
-        bp, rp = b.get("provenance", {}), r.get("provenance", {})
-        own = [
-            side for side, p in (("base", bp), ("run", rp)) if (p.get("user_simulator") or {}).get("model_under_test")
-        ]
-        if own:
-            refuse.append(f"{name}: the {' and the '.join(own)} run's user simulator was the model under test, so the "
-                          "two runs played against different users; rerun both with one fixed --user-base-url/"
-                          "--user-model")  # fmt: skip
-        for key in sorted(set(bp) | set(rp)):
-            if key in RUN_KEYS or bp.get(key) == rp.get(key):
-                continue
-            what = f"{name}: {key} differs (base {_short(bp.get(key))}, run {_short(rp.get(key))})"
-            (notes if key in VERSION_KEYS else refuse).append(what)
-    for only, side in (
-        (set(base["suites"]) - set(run["suites"]), "base"),
-        (set(run["suites"]) - set(base["suites"]), "run"),
-    ):
-        if only:
-            notes.append(f"only the {side} run has {', '.join(sorted(only))}")
-    b_limit, r_limit = base.get("settings", {}).get("limit"), run.get("settings", {}).get("limit")
-    if b_limit != r_limit:
-        refuse.append(f"--limit differs (base {b_limit}, run {r_limit})")
-    elif b_limit is not None:
-        notes.append(f"both runs used --limit {b_limit}: only the first {b_limit} items of each suite were scored")
-    bv, rv = base.get("versions", {}), run.get("versions", {})
-    for key in sorted(k for k in set(bv) | set(rv) if bv.get(k) != rv.get(k)):
-        notes.append(f"version of {key} differs (base {bv.get(key)}, run {rv.get(key)})")
-    return refuse, notes
-
-
-def _short(value: Any, limit: int = 80) -> str:
-    text = json.dumps(value, default=str) if not isinstance(value, str) else value
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _item_records(records: dict[tuple[str, int], SampleRecord], keys: set[tuple[str, int]]) -> dict[str, SampleRecord]:
@@ -244,6 +190,13 @@ def compare_runs(base_dir: Path, run_dir: Path, *, allow_mismatch: bool = False,
         raise CompareError("the runs used different protocols; refusing to compare them (--allow-mismatch compares "
                            "anyway and notes it):\n  " + "\n  ".join(refuse))  # fmt: skip
     notes = [f"protocol differs (compared anyway): {r}" for r in refuse] + notes
+    flagged: set[str] = set()
+    for side, results in (("base", base), ("run", run)):
+        side_flagged, side_notes = run_health(side, results, {**EIGHT, **TOOL})
+        flagged |= side_flagged
+        notes += side_notes
+    if flagged & set(PARTS):
+        flagged.add(OVERALL)
     for side, records in ((base, base_records), (run, run_records)):
         _add_bfcl_overall(side, records, notes)
     rows: list[Row] = []
@@ -257,11 +210,12 @@ def compare_runs(base_dir: Path, run_dir: Path, *, allow_mismatch: bool = False,
         r = run["suites"].get(name, {}).get("scores", {}).get("score")
         if b is None and r is None and name not in EIGHT:
             continue
-        row = Row(label, b, r)
+        row = Row(label, b, r, incomplete=name in flagged)
         if b is not None and r is not None:
             common_delta, boot, n = paired_bootstrap(base_records.get(name, {}), run_records.get(name, {}),
                                                      _aggregator(name), draws=draws, seed=seed)  # fmt: skip
             row.low, row.high = _interval(boot)
+            row.p = None if boot is None else float(boot.p_value())
             row.common_items, row.common_delta = n, common_delta
             if name in EIGHT and boot is not None:
                 eight_draws.append(boot)
@@ -270,6 +224,9 @@ def compare_runs(base_dir: Path, run_dir: Path, *, allow_mismatch: bool = False,
                 notes.append(f"{label}: the interval covers the {n} items both runs scored (delta there "
                              f"{100 * common_delta:+.1f}); the reported scores cover more")  # fmt: skip
         rows.append(row)
+    family = [row for row in rows if row.p is not None]
+    for row, adjusted in zip(family, holm([row.p for row in family])):  # type: ignore[misc]
+        row.p_holm = adjusted
     return Comparison(rows, list(dict.fromkeys(notes)))
 
 
@@ -292,12 +249,15 @@ def _average(rows: list[Row], draws: list[Bootstrap], notes: list[str]) -> Row:
     present = [row for row in rows if row.delta is not None]
     if not present:
         return Row(AVERAGE, None, None)
-    row = Row(AVERAGE, sum(r.base for r in present) / len(present), sum(r.run for r in present) / len(present))  # type: ignore[misc]
+    row = Row(AVERAGE, sum(r.base for r in present) / len(present), sum(r.run for r in present) / len(present),  # type: ignore[misc]
+              incomplete=any(r.incomplete for r in present))  # fmt: skip
     if len(present) < len(EIGHT):
         row.label = f"Average ({len(present)} of 8)"
         notes.append(f"the average covers the {len(present)} of the eight benchmarks that both runs report")
     if len(draws) == len(present):
-        row.low, row.high = _interval(mean_of(draws))
+        mean = mean_of(draws)
+        row.low, row.high = _interval(mean)
+        row.p = float(mean.p_value())
     return row
 
 
@@ -305,19 +265,30 @@ def _pct(value: float | None, signed: bool = False) -> str:
     return "-" if value is None else f"{100 * value:+.1f}" if signed else f"{100 * value:.1f}"
 
 
+def _p(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return "<0.001" if value < 0.001 else f"{value:.3f}" if value < 0.01 else f"{value:.2f}"
+
+
 def format_comparison(comparison: Comparison, base_name: str, run_name: str) -> str:
     """The Markdown table (scores x100, one decimal) and its notes."""
-    header = ["benchmark", f"base ({base_name})", f"run ({run_name})", "delta", "95% CI", "items"]
+    header = ["benchmark", f"base ({base_name})", f"run ({run_name})", "delta", "95% CI", "items", "p (Holm)"]
     lines = [header]
     for row in comparison.rows:
         interval = "-" if row.low is None else f"[{_pct(row.low, True)}, {_pct(row.high, True)}]"
         items = str(row.common_items) if row.common_items else ""
-        label = f"**{row.label}**" if row.label.startswith("Average") else row.label
-        lines.append([label, _pct(row.base), _pct(row.run), _pct(row.delta, True), interval, items])
+        label = row.label + (" (incomplete)" if row.incomplete else "")
+        label = f"**{label}**" if row.label.startswith("Average") else label
+        lines.append([label, _pct(row.base), _pct(row.run), _pct(row.delta, True), interval, items, _p(row.p_holm)])
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     fmt = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
     out = [fmt(lines[0]), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(fmt, lines[1:])]
     out.append("")
     out.append("95% CI: paired studentized bootstrap over the items both runs scored. items: how many.")
+    family = sum(row.p_holm is not None for row in comparison.rows)
+    out.append(f"Each interval is for its row alone, not adjusted for the {family} rows that have one. p (Holm): "
+               "the bootstrap p-value of no difference, Holm-adjusted over those rows; below 0.05, the row differs "
+               "at a family-wise 5% level.")  # fmt: skip
     out += [f"- note: {n}" for n in comparison.notes]
     return "\n".join(out) + "\n"

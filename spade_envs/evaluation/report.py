@@ -38,8 +38,10 @@ def _short(why: str, limit: int = 100) -> str:
 def _status(run: SuiteRun) -> str:
     if run.error is not None:
         return f"not run: {_short(run.error)}"
+    if run.stopped is not None:
+        return f"stopped: {_short(run.stopped)}"
     counted = [f"{run.scorer_timeouts} scorer timeouts"] if run.scorer_timeouts else []
-    counted += [f"{run.inference_errors} inference errors"] if run.inference_errors else []
+    counted += [f"{run.inference_errors} over the context length"] if run.inference_errors else []
     if run.complete and not run.failures:
         return "ok" + (f" ({', '.join(counted)})" if counted else "")
     notes = [f"{len(run.failures)} failed"] if run.failures else []
@@ -93,6 +95,7 @@ def write_reports(
             "complete": run.complete,
             "error": run.error,
             "interrupted": run.interrupted,
+            "stopped": run.stopped,
             "abandoned_in_flight": run.abandoned,
             "scorer_timeouts": run.scorer_timeouts,
             "inference_errors": run.inference_errors,
@@ -100,6 +103,7 @@ def write_reports(
             "failed_samples": len(run.failures),
             "resumed_samples": run.resumed,
             "set_aside_samples": run.set_aside,
+            "replayed_refusals": run.replayed_refusals,
             "protocol": run.protocol,
             "protocol_sha256": fingerprint(run.protocol) if run.protocol else None,
             "sampling": run.sampling.to_dict(),

@@ -4,6 +4,12 @@ The JSONL file is append-only and written one complete line at a time under a lo
 leaves every finished sample intact (at worst a truncated last line, which is dropped on resume). A rerun skips
 every ``(item, sample)`` already there. Results are returned in item order, whatever order threads finished in.
 
+What the endpoint's answer means for a sample: a completion is scored; a context-length refusal (a 400 that says the
+prompt and ``max_tokens`` exceed the window) is scored wrong, as BFCL scores it, since every rerun gets it again;
+any other failure (connection errors and 408/429/5xx after the client's retries, other 4xx such as a content filter,
+413 or 422) is a failure of that sample, not recorded, so a rerun plays it. A 401/403/404/405 (a wrong key, URL or
+model name) would refuse every sample the same way: the run stops at once (``SuiteRun.stopped``), as on Ctrl-C.
+
 :func:`run_suite` always returns a :class:`SuiteRun`: a suite that cannot load, a sample whose play or scoring
 raises, a failing ``close`` or ``aggregate``, and Ctrl-C or SIGTERM all become recorded failures (the suite is then
 incomplete), never an exception out of the runner. Each thread stores its own sample as soon as it is scored. An
@@ -15,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import threading
 import time
@@ -24,7 +31,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from spade_envs.envs.errors import SpadeEnvError
-from spade_envs.envs.llm import ChatClient, ChatError, ChatRefused
+from spade_envs.envs.llm import ChatClient, ChatError, ChatMisconfigured, ChatRefused, is_context_refusal
 from spade_envs.evaluation.protocol import fingerprint, suite_protocol
 from spade_envs.evaluation.records import Item, SampleRecord, Sampling
 from spade_envs.evaluation.suite import Suite
@@ -35,13 +42,25 @@ __all__ = ["ResultStore", "SuiteRun", "run_suite"]
 log = logging.getLogger(__name__)
 #: Most failure lines kept per suite (a broken task fails every one of its samples the same way).
 MAX_FAILURES = 200
+_STATUS = re.compile(r"HTTP (\d{3})")
+
+
+def _stale_refusal(record: SampleRecord) -> bool:
+    """A line an earlier version stored as a wrong answer for a refusal that is no context-length one (a 404)."""
+    why = record.detail.get("inference_error")
+    if not why:
+        return False
+    status = _STATUS.search(str(why))
+    return status is None or not is_context_refusal(int(status.group(1)), str(why))
 
 
 class ResultStore:
     """``<out>/<suite>.jsonl``: the scored samples of one suite, read back on start, appended to as they finish.
 
     With ``protocol`` (a fingerprint), lines made under any other protocol are set aside on start: moved to
-    ``<out>/set_aside/<suite>.jsonl`` and counted in ``set_aside``, so a rerun never mixes two protocols.
+    ``<out>/set_aside/<suite>.jsonl`` and counted in ``set_aside``, so a rerun never mixes two protocols. Lines that
+    earlier versions wrote for a refusal other than a context-length one (every 4xx was once scored wrong) are
+    dropped, counted in ``replayed_refusals``, and so played again.
     """
 
     def __init__(self, path: Path, protocol: str | None = None) -> None:
@@ -50,6 +69,7 @@ class ResultStore:
         self.records: dict[tuple[str, int], SampleRecord] = {}
         self.dropped_lines = 0
         self.set_aside = 0
+        self.replayed_refusals = 0
         if path.exists():
             self._read()
         self._lock = threading.Lock()
@@ -72,13 +92,16 @@ class ResultStore:
                 if self.protocol is not None and record.protocol != self.protocol:
                     other.append(line if line.endswith("\n") else line + "\n")
                     continue
+                if _stale_refusal(record):
+                    self.replayed_refusals += 1
+                    continue
                 self.records[record.key] = record
         self.set_aside = len(other)
         if other:
             self.set_aside_path.parent.mkdir(parents=True, exist_ok=True)
             with open(self.set_aside_path, "a", encoding="utf-8") as handle:
                 handle.writelines(other)
-        if self.dropped_lines or other:  # rewrite without them, so later appends start on a fresh line
+        if self.dropped_lines or other or self.replayed_refusals:  # rewrite without them; appends start afresh
             tmp = self.path.with_suffix(".jsonl.tmp")
             tmp.write_text("".join(json.dumps(r.to_json()) + "\n" for r in self.records.values()), encoding="utf-8")
             tmp.replace(self.path)
@@ -130,16 +153,22 @@ class SuiteRun:
     set_aside: int = 0
     #: Samples in flight when the run was interrupted: abandoned, not counted; a rerun plays them.
     abandoned: int = 0
+    #: Why the run stopped part-way: the endpoint refused a request as every request would be (a wrong key, URL or
+    #: model name: HTTP 401/403/404/405), or ``None``.
+    stopped: str | None = None
+    #: Lines an earlier version stored for such a refusal as a wrong answer, dropped on start and played again.
+    replayed_refusals: int = 0
 
     @property
     def complete(self) -> bool:
         """Whether every planned sample was scored (and nothing failed outside the samples)."""
         planned = len(self.items) * self.sampling.n_samples
-        return self.error is None and self.interrupted is None and planned > 0 and len(self.records) == planned
+        return (self.error is None and self.interrupted is None and self.stopped is None and planned > 0
+                and len(self.records) == planned)  # fmt: skip
 
     @property
     def inference_errors(self) -> int:
-        """Samples counted wrong because the endpoint refused the request (``detail.inference_error``)."""
+        """Samples counted wrong because the endpoint refused them as over its context (``detail.inference_error``)."""
         return sum(bool(r.detail.get("inference_error")) for r in self.records)
 
     @property
@@ -194,10 +223,11 @@ def run_suite(
     """Score every ``(item, sample)`` of ``suite`` not yet in ``<out_dir>/<suite>.jsonl`` and aggregate them all.
 
     Never raises for what the suite or the model does (see the module docstring); only bad arguments raise
-    ``ValueError``. A sample that failed (the endpoint unreachable or failing after its retries, or an exception in
-    the suite's code) is listed in ``failures`` and not recorded, so a rerun retries it. A request the endpoint
-    refuses (HTTP 4xx, such as a prompt over the context length) would fail the same way on every rerun: it is
-    recorded as a wrong answer with ``detail.inference_error``.
+    ``ValueError``. A sample that failed (the endpoint unreachable or failing after its retries, a 4xx other than a
+    context-length one, or an exception in the suite's code) is listed in ``failures`` and not recorded, so a rerun
+    retries it. A prompt the endpoint refuses as over its context length would fail the same way on every rerun: it
+    is recorded as a wrong answer with ``detail.inference_error``. A wrong key, URL or model name stops the run
+    (``SuiteRun.stopped``; the samples in flight are abandoned).
 
     Args:
         suite: the benchmark.
@@ -250,6 +280,16 @@ def run_suite(
 
     started: set[tuple[str, int]] = set()
     failed: set[tuple[str, int]] = set()
+    stopped: list[str] = []
+
+    def stop(key: tuple[str, int], why: str) -> None:
+        with failures_lock:
+            if store.closed:
+                return
+            failed.add(key)
+            if not stopped:
+                stopped.append(why)
+        jobs.stop()
 
     def one(item: Item, sample: int) -> None:
         """Play, score and store one sample; every exception becomes a failure of this sample."""
@@ -258,7 +298,14 @@ def run_suite(
             started.add(key)
         try:
             record = replace(suite.run_sample(client, item, sample, sampling), protocol=stamp)
-        except ChatRefused as exc:  # retrying cannot help: scored wrong, as the official runners score it
+        except ChatMisconfigured as exc:  # every other sample would be refused the same way
+            stop(key, str(exc))
+            return
+        except ChatRefused as exc:
+            if not exc.over_context:  # a filter, a proxy, a malformed body: not the model's answer
+                fail(key, str(exc))
+                return
+            # the prompt is over the context length on every rerun: scored wrong, as BFCL's runner scores it
             record = replace(suite.refused_record(item, sample, str(exc)), protocol=stamp)
         except ChatError as exc:
             fail(key, str(exc))
@@ -290,7 +337,8 @@ def run_suite(
         failures.append(f"aggregate: {_describe(exc)}")
         scores = {}
     return SuiteRun(suite, sampling, items, records, scores, failures, resumed, interrupted=interrupted,
-                    protocol=protocol, set_aside=store.set_aside, abandoned=abandoned)  # fmt: skip
+                    protocol=protocol, set_aside=store.set_aside, abandoned=abandoned,
+                    stopped=stopped[0] if stopped else None, replayed_refusals=store.replayed_refusals)  # fmt: skip
 
 
 def _close(suite: Suite, failures: list[str]) -> None:

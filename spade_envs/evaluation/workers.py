@@ -46,8 +46,17 @@ class Jobs:
                 if self._running == 0:
                     self._done.set()
 
+    def stop(self) -> None:
+        """Start no further job and make :meth:`run` return now; the jobs in flight are abandoned (a fatal error)."""
+        with self._lock:
+            self._stopped = True
+        self._done.set()
+
     def run(self) -> str | None:
-        """Run every job; on ``KeyboardInterrupt`` / ``SystemExit`` stop at once and say which, else ``None``."""
+        """Run every job; on ``KeyboardInterrupt`` / ``SystemExit`` stop at once and say which, else ``None``.
+
+        Also returns (``None``) as soon as a job calls :meth:`stop`.
+        """
         if not self.threads:
             return None
         try:

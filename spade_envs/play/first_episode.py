@@ -45,7 +45,6 @@ def first_episode_plan(
 def play_first(
     source: str,
     pool: WorkerPool,
-    filename: str,
     policy: Policy,
     seed: int,
     max_turns: int,
@@ -53,7 +52,7 @@ def play_first(
     deadline: float | None = None,
 ) -> EpisodeResult:
     """Play ``policy`` on ``seed`` as the first episode of a fresh worker: load, ``reset``, ``tools()``, steps."""
-    env = RemoteEnv(source, pool, filename)
+    env = RemoteEnv(source, pool)
     try:
         after = env.tools if setting == "tool_use" else None
         return play(env, policy, seed, max_turns, setting=setting, deadline=deadline, after_reset=after)

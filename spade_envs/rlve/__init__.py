@@ -9,7 +9,7 @@ API for the env pool (framework-free; nothing here runs RLVE code in the calling
     rng = random.Random(run_seed)
     for env_id in envs.env_ids:                    # the paper: 16 envs per step, 16 plays of one instance each
         inst = envs.instance(env_id, window.sample(env_id, rng), seed=rng.randrange(2**31))
-        # each play: RemoteEnv(inst.source, pool, inst.filename); reset(inst.seed); step(extract_command(reply))
+        # each play: RemoteEnv(inst.source, pool); reset(inst.seed); step(extract_command(reply))
         window.record(env_id, inst.difficulty, successes=wins, attempts=16)   # win = outcome 1 (RLVE passed)
     metrics.update(window.metrics())              # rlve/h/<env>, rlve/l/<env>, rlve/h_mean
     checkpoint["rlve_window"] = window.state_dict()   # window.load_state_dict(...) on resume

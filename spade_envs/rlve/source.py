@@ -139,7 +139,7 @@ def rlve_source(entry: RLVEEntry, difficulty: int, generate_timeout_s: int = 10)
 class RLVEInstance:
     """One playable RLVE problem: env id, difficulty and seed. A GRPO group plays one instance (same seed).
 
-    ``source`` goes to the sandbox (``RemoteEnv(instance.source, pool, instance.filename)``), then
+    ``source`` goes to the sandbox (``RemoteEnv(instance.source, pool)``), then
     ``reset(instance.seed)``. ``key`` names the (env, difficulty) pair, e.g. ``"rlve:Sorting@3"``, for
     bookkeeping; the source is the same for every seed of one key.
     """
@@ -152,10 +152,6 @@ class RLVEInstance:
     @property
     def key(self) -> str:
         return f"rlve:{self.env_id}@{self.difficulty}"
-
-    @property
-    def filename(self) -> str:
-        return f"<rlve {self.env_id} difficulty {self.difficulty}>"
 
     def spec(self) -> EnvSpec:
         """The (env, difficulty) pair as an :class:`EnvSpec` (id ``rlve_<env>_d<level>``, skill = the RLVE id)."""

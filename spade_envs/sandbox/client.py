@@ -24,14 +24,15 @@ class RemoteEnv:
     """The contract's methods, forwarded to a worker that loaded ``source``. Not thread-safe; one episode.
 
     ``worker``: one already acquired from ``pool`` (the asyncio client acquires it without holding a thread);
-    by default one is acquired here. Either way it is released if loading the env fails.
+    by default one is acquired here. Either way it is released if loading the env fails. The worker loads every
+    env the same way (:mod:`spade_envs.envs.loader`): nothing the caller passes tells env code who is asking.
     """
 
-    def __init__(self, source: str, pool: WorkerPool, filename: str = "<env>", worker: Worker | None = None) -> None:
+    def __init__(self, source: str, pool: WorkerPool, *, worker: Worker | None = None) -> None:
         self.pool = pool
         self.worker: Worker = worker if worker is not None else pool.acquire()
         try:
-            meta = self.worker.call("init", timeout=pool.config.start_timeout_s, source=source, filename=filename)
+            meta = self.worker.call("init", timeout=pool.config.start_timeout_s, source=source)
             self.class_name: str = meta["class_name"]
             self.setting: str = meta["setting"]
             self.max_turns: int = meta["max_turns"]
@@ -74,8 +75,8 @@ class SandboxedEnv(TextEnv):
     Closing it (or leaving a ``with`` block) kills the worker; ``close`` is safe to call twice.
     """
 
-    def __init__(self, source: str, pool: WorkerPool, filename: str = "<env>", max_turns: int | None = None) -> None:
-        remote = RemoteEnv(source, pool, filename)
+    def __init__(self, source: str, pool: WorkerPool, max_turns: int | None = None) -> None:
+        remote = RemoteEnv(source, pool)
         super().__init__(remote, max_turns=max_turns, setting=remote.setting)
 
     def close(self) -> None:
@@ -101,14 +102,12 @@ class AsyncSandboxEnv:
         self.setting, self.class_name = remote.setting, remote.class_name
 
     @classmethod
-    async def create(
-        cls, source: str, pool: WorkerPool, filename: str = "<env>", timeout: float | None = None
-    ) -> AsyncSandboxEnv:
+    async def create(cls, source: str, pool: WorkerPool, timeout: float | None = None) -> AsyncSandboxEnv:
         """Acquire a worker (at most ``timeout`` s of waiting, default ``acquire_timeout_s``) and load ``source``."""
         worker = await pool.acquire_async(timeout)
         loop = asyncio.get_running_loop()
         try:
-            future = loop.run_in_executor(pool.executor, functools.partial(RemoteEnv, source, pool, filename, worker))
+            future = loop.run_in_executor(pool.executor, functools.partial(RemoteEnv, source, pool, worker=worker))
         except BaseException:
             pool.release(worker)
             raise

@@ -42,6 +42,7 @@ SANDBOX_FAILURE_CODES: dict[str, str] = {
     "garbled_reply": "the reply is not one JSON object (bad UTF-8 or JSON, NaN, a huge number, nested too deep)",
     "wrong_seq": "the reply answers another request",
     "unsolicited_data": "the worker sent data nobody asked for",
+    "trickled_reply": "the reply came in pieces smaller than the worker writes (env code made the pipe a packet pipe)",
     "invalid_result": "the reply's result fails the host's checks for its method",
     "host_check_failed": "checking a reply raised an unexpected error on the host; the worker was killed",
     "bad_request": "the caller's request cannot be encoded as JSON (NaN, a non-JSON object); the worker is untouched",

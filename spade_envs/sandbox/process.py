@@ -7,14 +7,12 @@ killed (its whole process group) and must not be used again.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import select
 import signal
 import subprocess
 import time
-from pathlib import Path
 from typing import Any
 
 from spade_envs.envs.failures import FAILURE_CODES
@@ -40,6 +38,7 @@ from spade_envs.sandbox.launch import (
     site_packages,
     spawn,
 )
+from spade_envs.sandbox.reaping import await_exit, become_subreaper, reap_orphans
 from spade_envs.sandbox.replies import MAX_DEPTH, BadReply, check_json, check_result
 from spade_envs.sandbox.scratch import Scratch
 from spade_envs.sandbox.uids import UidLease, lease_uid
@@ -51,50 +50,13 @@ _read_only_paths = read_only_paths
 _bwrap_prefix = bwrap_prefix
 
 
-def become_subreaper() -> None:
-    """Make this process adopt orphans of its workers (bubblewrap's inner processes) so they can be reaped."""
-    ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-
-
-def reap_orphans() -> int:
-    """Reap zombie children that no ``Popen`` owns: worker processes re-parented to us after a kill."""
-    reaped = 0
-    for child in Path(f"/proc/{os.getpid()}/task").glob("*/children"):
-        try:
-            children = child.read_text().split()
-        except OSError:  # the thread ended after the glob listed it
-            continue
-        for pid in children:
-            try:
-                stat = Path(f"/proc/{pid}/stat").read_text()
-            except OSError:
-                continue
-            name, state = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2]
-            if state == "Z" and (name == "bwrap" or name.startswith("python")):
-                try:
-                    reaped += os.waitpid(int(pid), os.WNOHANG)[0] != 0
-                except ChildProcessError:
-                    pass
-    return reaped
-
-
 #: A worker whose replies stopped coming within ``reply_spin_us`` spins again on every this-many-th call, to notice
 #: when its replies are fast again (a slow env costs one spin in this many calls).
 SPIN_PROBE_EVERY = 8
-
-
-def _await_exit(pid: int, timeout: float) -> None:
-    """Sleep until ``pid`` exits (a pidfd turns readable), at most ``timeout`` s: no polling loop with sleeps."""
-    try:
-        fd = os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        return
-    try:
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
-        poller.poll(int(timeout * 1000))
-    finally:
-        os.close(fd)
+#: A reply read in at least this many pieces must average ``TRICKLE_PIECE_BYTES`` per piece, else it is refused
+#: (``trickled_reply``): the worker writes each reply whole and the kernel hands a reader whole pages (4 KiB), so
+#: only env code that put the pipe in packet mode makes smaller pieces, one per host read.
+TRICKLE_PIECES, TRICKLE_PIECE_BYTES = 64, 1024
 
 
 class Worker:
@@ -274,18 +236,7 @@ class Worker:
         # the fixed-size ping/close answers aside): a fat info or tool list costs host CPU like an observation.
         counted = op not in ("start", "ping", "close")
         left = self.config.max_episode_reply_bytes - self.reply_bytes if counted else cap
-        while b"\n" not in self._buffer:
-            if not self._wait_readable(deadline):
-                self._fail(EnvTimeout(f"{op} did not answer in time; the worker was killed", code=timeout_code))
-            chunk = os.read(self._resp_r, 1 << 16)
-            if not chunk:
-                self._fail(EnvCrashed(self._death_note(f"during {op}")))
-            self._buffer += chunk
-            if len(self._buffer) > min(cap, left) and b"\n" not in self._buffer[: min(cap, left)]:
-                self._fail(self._too_large(op, cap, left))
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        if len(line) > min(cap, left):
-            self._fail(self._too_large(op, cap, left))
+        line = self._read_line(deadline, op, timeout_code, cap, left)
         if counted:
             self.reply_bytes += len(line)
         try:
@@ -314,6 +265,49 @@ class Worker:
         if kind == "raised":
             raise EnvRaised(f"{op}: {error}", code=code or "exception")
         self._fail(ProtocolViolation(f"reply to {op} has an unknown kind {kind!r}"[:300], code="garbled_reply"))
+
+    def _read_line(self, deadline: float, op: str, timeout_code: str, cap: int, left: int) -> bytes:
+        """One reply line, in time linear in its length; the rest of the read stays in ``_buffer``.
+
+        A reply is nearly always one read. A longer one grows a bytearray and only each new chunk is searched for
+        the newline. Env code owns the pipe's write end: in packet mode (``O_DIRECT``) every read returns one of its
+        writes, data is always ready and the spin would never look at the clock, so every further read checks the
+        deadline, and a reply whose pieces average under ``TRICKLE_PIECE_BYTES`` is refused (the worker's writes
+        arrive in whole pages).
+        """
+        limit = min(cap, left)
+        chunk = self._read_chunk(deadline, op, timeout_code)
+        end = chunk.find(b"\n")
+        if 0 <= end <= limit:  # the common case: the whole reply in one read
+            self._buffer = chunk[end + 1 :]
+            return chunk[:end]
+        buffer = self._buffer = bytearray(chunk)
+        pieces = 1
+        while end < 0 and len(buffer) <= limit:
+            if time.monotonic() > deadline:
+                self._fail(EnvTimeout(f"{op} did not answer in time; the worker was killed", code=timeout_code))
+            if pieces >= TRICKLE_PIECES and len(buffer) < pieces * TRICKLE_PIECE_BYTES:
+                why = f"{op}: the reply came in {pieces} pieces of {len(buffer) // pieces} bytes on average"
+                self._fail(ProtocolViolation(f"{why}; the worker was killed", code="trickled_reply"))
+            chunk = self._read_chunk(deadline, op, timeout_code)
+            pieces += 1
+            found = chunk.find(b"\n")  # only the new chunk: the buffer holds none
+            end = len(buffer) + found if found >= 0 else -1
+            buffer += chunk  # in place, amortised: no copy of what came before
+        if end < 0 or end > limit:
+            self._fail(self._too_large(op, cap, left))
+        with memoryview(buffer) as view:
+            line = bytes(view[:end])
+        del buffer[: end + 1]
+        return line
+
+    def _read_chunk(self, deadline: float, op: str, timeout_code: str) -> bytes:
+        if not self._wait_readable(deadline):
+            self._fail(EnvTimeout(f"{op} did not answer in time; the worker was killed", code=timeout_code))
+        chunk = os.read(self._resp_r, 1 << 16)
+        if not chunk:
+            self._fail(EnvCrashed(self._death_note(f"during {op}")))
+        return chunk
 
     def _too_large(self, op: str, cap: int, left: int) -> OutputTooLarge:
         if left < cap:
@@ -372,7 +366,7 @@ class Worker:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-            _await_exit(self.proc.pid, 5.0)
+            await_exit(self.proc.pid, 5.0)
             try:
                 self.proc.wait(timeout=5.0)
             except subprocess.TimeoutExpired:

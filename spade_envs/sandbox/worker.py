@@ -55,7 +55,7 @@ def _import_core(root: str) -> dict[str, Any]:
     from spade_envs.envs import contract, errors, loader, public_names
     from spade_envs.sandbox import hardening, protocol, replies
 
-    public_names.install()  # env code imports the tool-use base as ``spade_envs.tooluse``
+    public_names.install()  # env code imports the tool-use base as ``spade_envs.envs.tooluse``
 
     return {"contract": contract, "errors": errors, "loader": loader, "hardening": hardening, "protocol": protocol,
             "replies": replies}  # fmt: skip
@@ -218,7 +218,7 @@ class _Server:
             return None
         if op == "init":
             invalid = self.core["errors"].InvalidEnvSource
-            cls = self.core["loader"].load_env_class(req["source"], req.get("filename", "<env>"))
+            cls = self.core["loader"].load_env_class(req["source"])  # one name for every load, in every context
             try:
                 self.env = cls()
             except Exception as exc:
@@ -262,6 +262,8 @@ class _Server:
 
 def main() -> None:
     cfg = json.loads(sys.argv[1])
+    # env code sees one fixed command line: the config names this worker's fds, scratch and uid, none of its context
+    sys.argv[:], sys.orig_argv[:] = [""], [sys.executable]
     _die_with_host(cfg.get("host_pid"))
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if p and os.path.abspath(p) != here]  # what -P does on Python >= 3.11

@@ -46,14 +46,14 @@ from spade_envs.design.rewards import (
     designer_reward,
     failure_penalty,
 )
-from spade_envs.simulate.agent import Agent, expected_outcome
+from spade_envs.simulate.agent import Agent, win_probability
 from spade_envs.simulate.config import SimulationConfig
 from spade_envs.simulate.designer import FixedPool, GaussianDesigner, sim_spec
 
 __all__ = ["Run", "Simulation", "StepMetrics", "simulate", "simulate_many"]
 
 _NAN = float("nan")
-#: Standard normal quantiles at (i + 0.5) / 8: the instance offsets the expected outcome of a live env averages over.
+#: Standard normal quantiles at (i + 0.5) / 8: the instance offsets the expected win rate of a live env averages over.
 _QUANTILES = np.array([-1.534, -0.887, -0.489, -0.157, 0.157, 0.489, 0.887, 1.534])
 
 
@@ -65,10 +65,10 @@ class StepMetrics:
         step: training step.
         seed: run seed.
         variant: the run's label (reward variant, or ``fixed``).
-        win_rate: mean no-hint outcome of this step's agent plays of live envs (replays excluded; what the memory
-            and the rewards call the win rate; partial credit included).
-        frac_in_band: share of live envs whose expected no-hint outcome (model truth) lies in the plateau band
-            ``[plateau_low, plateau_high]``.
+        win_rate: share of this step's agent plays of live envs that were won (replays excluded; what the memory
+            and the rewards call the win rate: partial credit is no win).
+        frac_in_band: share of live envs whose expected no-hint win probability (model truth) lies in the plateau
+            band ``[plateau_low, plateau_high]``.
         frac_unsolvable: share of live envs harder than ``ability + hint_strength + reach``: unsolvable with hint.
         difficulty: mean difficulty of the live envs.
         ability: the agent's mean ability over skills (before this step's update).
@@ -77,7 +77,7 @@ class StepMetrics:
         invalid_propensity: the designer's mean probability of writing invalid code.
         designer_reward: mean designer reward of the latest regeneration, penalties included (NaN for ``fixed``).
         regret: mean regret of the live envs as memory holds it (credited at design time: gates applied).
-        replay_win_rate: mean outcome of this step's replayed envs.
+        replay_win_rate: share of this step's plays of replayed envs that were won.
         memory_size: records in memory.
         live_envs: live envs this step (the curriculum's ``spade/live_envs``).
         evictions: records evicted from memory by this step's designs (``spade/memory/evictions``).
@@ -186,7 +186,7 @@ class Simulation:
             spec = sim_spec(f"env{i}", i, skill, float(difficulty[j]), step)
             env_id = cur.register_design(step, {
                 "skill": skill, "doc_id": None, "valid": True, "code": None, "source": spec.source,
-                "seeds": list(self.seeds), "win_rate": window.mean_outcome,
+                "seeds": list(self.seeds), "win_rate": window.win_rate,
                 "regret": credited_regret(c.reward, window), "hint_failure": None,
             })  # fmt: skip
             self.difficulty.setdefault(env_id, float(difficulty[j]))  # type: ignore[arg-type]
@@ -222,7 +222,7 @@ class Simulation:
         live_skills = np.array([self.skill_index[cur.memory.get(e).skill] for e in live_ids])
         live_d = np.array([self.difficulty[e] for e in live_ids])
         gap = self.agent.ability[live_skills][:, None] - (live_d[:, None] + c.instance_noise * _QUANTILES)
-        expected = expected_outcome(gap, c).mean(axis=1)
+        expected = win_probability(gap, c.temperature, c.win_floor).mean(axis=1)  # the rewards' w: wins only
         low, high = c.reward.plateau_low, c.reward.plateau_high
         hard = live_d > self.agent.ability[live_skills] + c.hint_strength + c.reach
         memory = cur.memory
@@ -233,7 +233,7 @@ class Simulation:
             step=step,
             seed=self.seed,
             variant=c.label,
-            win_rate=_mean(outcomes[~replayed]),
+            win_rate=_mean(outcomes[~replayed] >= 1.0),
             frac_in_band=_mean((expected >= low) & (expected <= high)),
             frac_unsolvable=_mean(hard),
             difficulty=_mean(live_d),
@@ -243,7 +243,7 @@ class Simulation:
             invalid_propensity=0.0 if self.designer is None else float(self.designer.invalid_propensity.mean()),
             designer_reward=self.last_reward,
             regret=_mean(np.array([memory.get(e).regret for e in live_ids])),
-            replay_win_rate=_mean(outcomes[replayed]),
+            replay_win_rate=_mean(outcomes[replayed] >= 1.0),
             memory_size=len(memory),
             live_envs=len(live_ids),
             evictions=int(metrics.get("spade/memory/evictions", 0)),

@@ -48,7 +48,7 @@ class Summary:
     Attributes:
         label: the variant (reward variant or ``fixed``).
         seeds: runs summarised.
-        win_rate: final mean no-hint outcome, mean over seeds.
+        win_rate: final no-hint win rate (share of plays won), mean over seeds.
         win_rate_std: its standard deviation over seeds.
         frac_in_band: final share of live envs in the plateau band, mean over seeds.
         frac_unsolvable: final share of live envs unsolvable even with the hint, mean over seeds.

@@ -63,7 +63,7 @@ def design_outcome(setting: str, step: int, design: int, skill: str) -> dict:
     name = f"{step}_{design}" if rng.random() > 0.05 else f"{max(0, step - 4)}_{design}"  # an old design, again
     win = 0.0 if rng.random() < 0.3 else round(rng.uniform(0.1, 0.9), 3)
     regret = 0.0 if win == 0.0 else round(rng.uniform(0.0, 0.3), 3)
-    source = f"{BASE}\n\nDESIGN_{name} = 1\n"
+    source = f"{BASE}\n\nEnv.design = {name!r}\n"
     return {"valid": True, "skill": skill, "source": source, "doc_id": None, "code": None, "win_rate": win,
             "raw_regret": regret, "seeds": [1, 2, 3, 4], "regret": regret, "hint_failure": None}  # fmt: skip
 

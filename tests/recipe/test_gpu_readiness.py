@@ -184,7 +184,7 @@ def test_a_sandbox_too_small_for_the_workers_fails_the_check():
 def test_the_launcher_sizes_agent_workers_from_the_sandbox_slots():
     cfg = config_of("run_spade_30b.sh")
     load, slots = worst_worker_load(cfg)
-    assert load <= slots < 2 * load  # as few workers as the slots allow (24 rows, 128 episodes a designer row)
+    assert load <= slots < 2 * load  # as few workers as the slots allow (24 rows, 192 episodes a designer row)
     config_name, overrides = dry_run("run_spade_30b.sh", SANDBOX_SLOTS="512", **ENV)
     more_slots = composed(config_name, overrides)
     assert more_slots.actor_rollout_ref.rollout.agent.num_workers < cfg.actor_rollout_ref.rollout.agent.num_workers
@@ -234,7 +234,8 @@ def test_multinode_sends_the_shared_paths_and_knobs_to_the_job():
     for knob in ("RUN_DIR=/shared/spade-run", "CORPUS=/shared/corpus.jsonl", "MODEL_PATH=/models/q30b", "STEPS=12",
                  "KL=0.01"):  # fmt: skip
         assert f" {knob} " in submit
-    assert submit.rstrip().endswith("bash examples/run_spade_30b.sh trainer.save_freq=4")
+    command = submit.split(" # runtime_env env_vars: ", 1)[0]  # the names of what goes in the job's runtime_env follow
+    assert command.rstrip().endswith("bash examples/run_spade_30b.sh trainer.save_freq=4")
     assert "\nactor_rollout_ref.actor.kl_loss_coef=0.01\n" in out.stdout  # the job's plan uses the forwarded knob
     cfg = config_of("run_spade_multinode.sh")
     assert cfg.trainer.default_local_dir == "/shared/spade-run/ckpt"

@@ -65,7 +65,7 @@ def test_the_no_corpus_ablation_needs_no_corpus_and_prompts_with_concepts_and_an
 def admitted(pool: SpadeEnvPool, step: int, skill: str, win_rate: float, tag: str) -> None:
     from spade_envs.builtin import builtin_source
 
-    source = builtin_source("VaultCodeEnv") + f"\n\nTAG = {tag!r}\n"
+    source = builtin_source("VaultCodeEnv") + f"\n\nVaultCodeEnv.tag = {tag!r}\n"
     pool.register_design(step, {"valid": True, "skill": skill, "source": source, "doc_id": None, "code": None,
                                 "win_rate": win_rate, "raw_regret": 0.3, "seeds": [1, 2], "regret": 0.3,
                                 "hint_failure": None})  # fmt: skip

@@ -14,7 +14,7 @@ from recipe.spade.advantages import designer_scale_for, role_advantages
 from recipe.spade.reward_manager import SpadeRewardManager, designer_reward_config, score_sample
 from recipe.spade.trainer import role_metrics
 
-SEEDS = [8, 15]
+SEEDS = [8, 15, 22, 29]
 
 
 @pytest.fixture(autouse=True)
@@ -36,7 +36,11 @@ def config(**designer):
 
 
 def designer(no_hint, hint, hint_failure="", failure=""):
-    measure = None if failure else {"no_hint": no_hint, "hint": hint, "seeds": SEEDS, "hint_failure": hint_failure}
+    measure = (
+        None
+        if failure
+        else {"no_hint": no_hint, "hint": hint, "seeds": SEEDS[: len(no_hint)], "hint_failure": hint_failure}
+    )
     return {"spade_role": "designer", "spade_skill": "optimization", "spade_failure": failure, "spade_measure": measure}
 
 
@@ -58,12 +62,12 @@ def test_agent_reward_is_the_outcome_and_an_env_fault_scores_zero():
         ([1.0, 0.0], [1.0, 1.0], 1.0),
         # w = 0 (plateau 0: 0.4 below the band, ramp 0.25), regret 0.5 -> 1: 0.4
         ([0.0, 0.0], [1.0, 0.0], 0.4),
-        # w = 0.45 (plateau 1); paired regret (0.1 + 0) / 2 = 0.05 -> 1/3: 0.6 + 0.4 / 3
-        ([0.9, 0.0], [1.0, 0.0], 0.6 + 0.4 / 3),
-        # w = 0.25: plateau 1 - 0.15 / 0.25 = 0.4; regret 0.25 -> 1: 0.6 * 0.4 + 0.4
-        ([0.5, 0.0], [1.0, 0.0], 0.64),
-        # hinted arm never wins: infeasible, regret ignored; w = 0.5: 0.6
-        ([0.5, 0.5], [0.9, 0.9], 0.6),
+        # partial credit is no win: w = 0 (plateau 0), regret 0.5 - 0 -> 1: 0.4
+        ([0.9, 0.0], [1.0, 0.0], 0.4),
+        # w = 0.25: plateau 1 - 0.15 / 0.25 = 0.4; regret 0.5 - 0.25 -> 1: 0.6 * 0.4 + 0.4
+        ([1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0], 0.64),
+        # only partial credit in both arms: no win, w = 0 and no regret (it paid 1.0 before issue 37)
+        ([0.5, 0.5], [0.9, 0.9], 0.0),
     ],
 )
 def test_designer_reward_is_the_blend_of_plateau_and_paired_regret(no_hint, hint, expected):
@@ -132,7 +136,7 @@ def test_role_metrics_split_rewards_by_role_and_skip_padding():
         {"spade_role": "agent", "spade_env_fault": "", "spade_sandbox_s": 1.0, "spade_wall_s": 4.0,
          "spade_truncated_by_length": True},
         {"spade_role": "agent", "spade_env_fault": "env_crashed", "spade_sandbox_s": 1.0, "spade_wall_s": 4.0},
-        designer([0.5, 0.5], [1.0, 1.0]) | {"spade_sandbox_s": 3.0, "spade_prompt_fit": "shortened",
+        designer([0.5, 1.0], [1.0, 1.0]) | {"spade_sandbox_s": 3.0, "spade_prompt_fit": "shortened",
                                            "spade_hint_prompt_fit": "refused"},
         {"spade_role": "agent", "spade_env_fault": "", "spade_sandbox_s": 9.0, "spade_wall_s": 9.0,
          "spade_truncated_by_length": True},
@@ -142,7 +146,7 @@ def test_role_metrics_split_rewards_by_role_and_skip_padding():
     assert metrics["spade/designer/samples"] == 1 and metrics["spade/designer/reward_mean"] == pytest.approx(0.8)
     assert metrics["spade/agent/env_fault_rate"] == 0.5
     assert metrics["spade/agent/truncated_by_length_rate"] == 0.5  # the padding row's flag is not counted
-    assert metrics["spade/designer/plateau_mean"] == 1.0
+    assert metrics["spade/designer/plateau_mean"] == 1.0  # w = 0.5: a win and a loss paid 0.5 (no win)
     assert metrics["spade/sandbox_time_share"] == 0.25
     assert metrics["spade/designer/sandbox_s_mean"] == 3.0
     # designer and hint prompts fitted to rollout.prompt_length (prompt_fit.py), counted per step

@@ -12,7 +12,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
-from recipe.spade.env_pool import POOL_STATE_FILES, RUN_FILES, SpadeEnvPool
+from recipe.spade.env_pool import BATCHES_FILE, POOL_STATE_FILES, RUN_FILES, SpadeEnvPool
 from recipe.spade.main_spade import prepare
 from recipe.spade.schedule import schedule_rows
 from recipe.spade.trainer import SpadeTrainer
@@ -108,7 +108,7 @@ def good_outcome(source: str) -> dict:
 
 def test_the_same_design_admitted_twice_is_re_scored_not_an_error(tmp_path):
     pool = SpadeEnvPool(pool_config(tmp_path))
-    source = builtin_source("VaultCodeEnv") + "\n\nEXTRA_CONSTANT = 12345\n"
+    source = builtin_source("VaultCodeEnv") + "\n\nVaultCodeEnv.variant = 12345\n"
     first = pool.register_design(0, good_outcome(source))
     second = pool.register_design(0, {**good_outcome(source), "win_rate": 0.75})
     assert first == second and pool.generation == [first]
@@ -124,7 +124,7 @@ def test_a_full_memory_never_evicts_a_live_env_or_a_design_about_to_go_live(tmp_
         step = regen * 4
         pool.agent_task(step, 0)
         for i, win in enumerate((0.0, 0.5, 0.6, 0.4)):  # the first one scores 0: the lowest in memory
-            design = f"{base}\n\nDESIGN_{regen}_{i} = {i}\n"
+            design = f"{base}\n\nVaultCodeEnv.design = ({regen}, {i})\n"
             pool.register_design(step, {**good_outcome(design), "win_rate": win, "raw_regret": 0.0})
         designed = list(pool.generation)
         assert len(designed) == 4 and all(e in pool.memory for e in designed)
@@ -172,7 +172,7 @@ def test_a_resume_keeps_play_windows_learning_potential_folds_and_one_metrics_ro
         first.record_play(env, 0, outcome, None, 0)
     for i, win in enumerate((0.2, 0.4)):  # step 0 is a regeneration step: two admitted designs of one skill
         first.register_design(
-            0, {**good_outcome(builtin_source("VaultCodeEnv") + f"\n\nX_{i} = {i}\n"), "win_rate": win}
+            0, {**good_outcome(builtin_source("VaultCodeEnv") + f"\n\nVaultCodeEnv.variant = {i}\n"), "win_rate": win}
         )
     first.record([{"kind": "design", "step": 0, "design": 0}])  # the run record (spade.record), cut back likewise
     first.end_step({})
@@ -184,6 +184,7 @@ def test_a_resume_keeps_play_windows_learning_potential_folds_and_one_metrics_ro
     crashed = (tmp_path / "run" / "spade_metrics.jsonl").read_text()
     assert [json.loads(line)["spade/step"] for line in crashed.splitlines()] == [0, 1, 2]
     resumed = SpadeEnvPool(spade, restore_from=ckpt)  # the same run dir, as a resumed run has
+    assert resumed.state.window == {env: [3.0, 4]}  # the play window of step 0 came with the checkpoint
     assert (tmp_path / "run" / "spade_metrics.jsonl").read_text() == crashed.splitlines(keepends=True)[0]
     for step in (1, 2):
         resumed.agent_task(step, 0)
@@ -197,10 +198,10 @@ def test_a_resume_keeps_play_windows_learning_potential_folds_and_one_metrics_ro
     skill = "mathematical_reasoning"
     assert resumed.lp_slow.get(skill) == pytest.approx(0.3) and resumed.lp_fast.get(skill) == pytest.approx(0.3)
     assert resumed.lp_slow.get(skill) == first.lp_slow.get(skill)
-    for pool in (first, resumed):  # step 3: one more play of the env, outcome 0
-        pool.agent_task(3, 0)
+    for pool in (first, resumed):  # step 3: one more play of the env, outcome 0, in a later regeneration period:
+        pool.agent_task(3, 0)  # it re-scores the env anew (review 3, finding 17), in both runs alike
         pool.record_play(env, 3, 0.0, None, 0)
-    assert resumed.memory.get(env).win_rate == first.memory.get(env).win_rate == pytest.approx(0.6)
+    assert resumed.memory.get(env).win_rate == first.memory.get(env).win_rate == 0.0
 
 
 def test_resume_path_restores_the_pool_from_the_checkpoint_verl_loaded(tmp_path, monkeypatch):
@@ -241,7 +242,7 @@ def test_a_fresh_start_never_reads_what_an_earlier_run_left_in_the_run_dir(tmp_p
     spade = pool_config(tmp_path)
     first = SpadeEnvPool(spade)
     first.agent_task(0, 0)
-    env = first.register_design(0, good_outcome(builtin_source("VaultCodeEnv") + "\n\nEXTRA_CONSTANT = 1\n"))
+    env = first.register_design(0, good_outcome(builtin_source("VaultCodeEnv") + "\n\nVaultCodeEnv.variant = 1\n"))
     first.agent_task(1, 0)  # step 1 starts: the designed env goes live and the state is saved to the run dir
     first.step_metrics(1)
     assert first.live == [env] and (tmp_path / "pool_state.json").exists()
@@ -249,7 +250,8 @@ def test_a_fresh_start_never_reads_what_an_earlier_run_left_in_the_run_dir(tmp_p
     fresh = SpadeEnvPool(spade)  # crashed before any checkpoint: a fresh start in the same run dir
     assert env not in fresh.memory and env not in fresh.live
     stale = [p for p in tmp_path.iterdir() if p.name.startswith("stale-")]
-    assert len(stale) == 1 and {p.name for p in stale[0].iterdir()} == set(RUN_FILES)  # the run record too
+    # the run record too; batches.jsonl only with spade.dump_batches (off here)
+    assert len(stale) == 1 and {p.name for p in stale[0].iterdir()} == set(RUN_FILES) - {BATCHES_FILE}
 
     checkpoint = tmp_path / "ckpt"
     checkpoint.mkdir()
@@ -314,7 +316,7 @@ def test_a_cosmetic_copy_of_a_stored_env_makes_the_stored_env_go_live(tmp_path):
 def test_memory_stores_the_regret_the_reward_counted_and_the_hint_status(tmp_path):
     """Issue 26: memory stored the ungated regret (0.5 where the reward counted 0) and `ok` for a leaked hint."""
     pool = SpadeEnvPool(pool_config(tmp_path))
-    source = builtin_source("VaultCodeEnv") + "\n\nEXTRA_CONSTANT = 7\n"
+    source = builtin_source("VaultCodeEnv") + "\n\nVaultCodeEnv.variant = 7\n"
     env = pool.register_design(0, {**good_outcome(source), "regret": 0.0, "raw_regret": 0.5,
                                    "hint_failure": "hint_leak"})  # fmt: skip
     record = pool.memory.get(env)

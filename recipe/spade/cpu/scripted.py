@@ -19,6 +19,7 @@ from verl.workers.rollout.replica import TokenOutput
 
 from recipe.spade.cpu.hf_rollout import HFReplica, HFRolloutServer
 from spade_envs.builtin import BUILTINS, builtin_source
+from spade_envs.design.measure import training_seed
 
 __all__ = [
     "ScriptedDesignerReplica",
@@ -80,11 +81,15 @@ class ScriptedDesignerReplica(HFReplica):
     server_class = ScriptedDesignerServer
 
 
-#: Seeds on which the soak's faulty envs misbehave: the agent's seeds (10,007 x step + slot for steps 1-9) fall inside;
-#: the measurement seeds of a design (hashed into [100,000, 2**31): spade_envs.design.measure.measurement_seeds) and
-#: (almost surely) validation's drawn seeds in [1, 2**31) do not, so these envs are admitted and then fail while the
-#: agent plays them.
-_FAULT_SEEDS = "10_000 <= (self._soak_seed or 0) < 100_000"
+#: The soak runs' spade.seed (the default): the run seed their training seeds are drawn from.
+_SOAK_RUN_SEED = 0
+#: Seeds on which the soak's faulty envs misbehave: the agent's seeds of rows 0-15 of steps 1-9, recomputed as the
+#: env pool draws them (spade_envs.design.measure.training_seed). Training seeds look like measurement seeds (same hash,
+#: same range), so only such a list tells them apart; validation's and the measurement's seeds are (almost surely)
+#: not in it, so these envs are admitted and then fail while the agent plays them.
+_FAULT_SEEDS = "(self._soak_seed or 0) in %r" % {
+    training_seed(_SOAK_RUN_SEED, step, row) for step in range(1, 10) for row in range(16)
+}
 _SOAK_FAULTS = {
     "reset_raises": ("reset", f"if {_FAULT_SEEDS}:\n    raise RuntimeError('soak: no such instance')"),
     "step_raises": ("step", f"if {_FAULT_SEEDS} and self._soak_seed % 2:\n    raise ValueError('soak: odd seed')"),

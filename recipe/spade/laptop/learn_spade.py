@@ -27,10 +27,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from recipe.spade.laptop.learn_stats import thread_env
 from recipe.spade.laptop.process_group import process_group
+from spade_envs.envs.contract import is_win
 
 __all__ = ["LevelStep", "level_steps", "load_config", "main", "spade_command"]
 
-_ROOT = Path(__file__).resolve().parents[3]
+_ROOT = Path(__file__).resolve().parents[2]
 CONFIG = _ROOT / "recipe" / "spade" / "config" / "learn_spade.yaml"
 LAUNCHER = _ROOT / "examples" / "run_spade_tiny_cpu.sh"
 _CLASS = re.compile(r"^class (\w+)", re.MULTILINE)
@@ -132,7 +133,7 @@ def level_steps(record: Path) -> list[LevelStep]:
 
 
 def _rate(plays: list[float]) -> str:
-    return f"{sum(p > 0 for p in plays)}/{len(plays)}" if plays else "-"
+    return f"{sum(map(is_win, plays))}/{len(plays)}" if plays else "-"  # wins: partial credit is no win
 
 
 def _num(value: float | None, fmt: str = "+.2f") -> str:

@@ -59,7 +59,7 @@ def ladder_source(name: str) -> str:
 @cache
 def load_rung(name: str) -> type:
     """The env class of a rung, through the loader generated code uses (trusted code: in-process is fine)."""
-    return load_env_class(ladder_source(name), filename=f"spade_envs/builtin/ladder/{_rung(name).path}")
+    return load_env_class(ladder_source(name))
 
 
 def ladder_spec(name: str) -> EnvSpec:

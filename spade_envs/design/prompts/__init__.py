@@ -63,8 +63,8 @@ class Exemplar:
     Attributes:
         source_snippet: the environment's code (or its start); required for positives.
         skill: the skill it was designed for.
-        win_rate: mean no-hint outcome of agents on it, in [0, 1].
-        regret: hinted minus unhinted mean outcome.
+        win_rate: share of agents' no-hint plays of it that were won, in [0, 1].
+        regret: the credited regret: hinted minus unhinted (or placebo) win rate.
         kind: ``"positive"`` or ``"negative"``.
         reason: why a negative failed; required for negatives.
     """

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from spade_envs.design.extract import split_thinking
-from spade_envs.envs.llm import ChatClient
+from spade_envs.envs.llm import ChatClient, ChatError, ChatMisconfigured, ChatRefused
 from spade_envs.evaluation.records import Item, SampleRecord, Sampling
 from spade_envs.evaluation.suite import Suite
 from spade_envs.evaluation.suites.acebench_env import (
@@ -83,9 +83,18 @@ class UserSimulator:
         self.messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}]
 
     def reply(self, agent_text: str) -> str:
-        """The user's next line after the agent said ``agent_text`` (greedy, as ACEBench samples it at T 0.001)."""
+        """The user's next line after the agent said ``agent_text`` (greedy, as ACEBench samples it at T 0.001).
+
+        A refusal of the simulator's request is never the agent's answer: it raises a plain :class:`ChatError` (the
+        sample fails and a rerun plays it), or :class:`ChatMisconfigured` naming the simulator (the run stops).
+        """
         self.messages.append({"role": "user", "content": agent_text})
-        reply = self.client.complete(self.messages, temperature=0.0, top_p=1.0, max_tokens=self.max_tokens)
+        try:
+            reply = self.client.complete(self.messages, temperature=0.0, top_p=1.0, max_tokens=self.max_tokens)
+        except ChatMisconfigured as exc:
+            raise ChatMisconfigured(f"ACEBench's user simulator: {exc}", exc.status, exc.detail) from exc
+        except ChatRefused as exc:
+            raise ChatError(f"ACEBench's user simulator refused a request (not the agent's answer): {exc}") from exc
         text = _visible(reply.text)
         self.messages.append({"role": "assistant", "content": text})
         return text

@@ -75,9 +75,11 @@ def to_openai_tool(doc: dict[str, Any]) -> dict[str, Any]:
                                              "parameters": _schema(doc["parameters"])}}  # fmt: skip
 
 
-def _call_string(name: str, arguments: Any) -> str | None:
+def _call_string(name: Any, arguments: Any) -> str | None:
     """``name(k=repr(v), ...)`` for BFCL's executor, or ``None`` if the call is malformed."""
-    if not _IDENT.match(name) or not isinstance(arguments, dict) or not all(_IDENT.match(str(k)) for k in arguments):
+    if not isinstance(name, str) or not _IDENT.match(name) or not isinstance(arguments, dict):
+        return None
+    if not all(_IDENT.match(str(k)) for k in arguments):
         return None
     return f"{name}({', '.join(f'{k}={v!r}' for k, v in arguments.items())})"
 
@@ -98,14 +100,15 @@ class ReplyCalls:
     """A reply's tool calls, read from its native calls and from ``<tool_call>`` blocks after ``</think>``.
 
     Attributes:
-        calls: ``(name, arguments)``, native calls first; empty when the reply failed to decode.
+        calls: ``(name, arguments)``, native calls first; empty when the reply failed to decode. With ``bfcl=True``
+            a name may be any JSON scalar (``null``, a number), as BFCL's decoder keys a call by it.
         n_native: how many of ``calls`` are native.
         errors: why blocks were not read (unparseable JSON, a call that is not ``{"name", "arguments"}``).
-        malformed: a block parsed as JSON but is not ``{"name": str, "arguments": object}``. BFCL's decoder then
+        malformed: a block parsed as JSON but is not ``{"name": ..., "arguments": object}``. BFCL's decoder then
             rejects the whole reply (no call at all); with ``bfcl=False`` only that block is dropped.
     """
 
-    calls: list[tuple[str, Any]]
+    calls: list[tuple[Any, Any]]
     n_native: int
     errors: list[str]
     malformed: bool
@@ -116,10 +119,12 @@ def reply_calls(reply: ChatResult, *, bfcl: bool = True) -> ReplyCalls:
 
     Both read only the text after the last ``</think>`` (a call drafted while reasoning is not a call) and need
     ``arguments`` (an object) in every call. ``bfcl=True``: blocks need the newlines of Qwen's chat template, a block
-    that is not JSON is skipped, and one malformed call makes the whole reply decode to no call.
+    that is not JSON is skipped, one malformed call makes the whole reply decode to no call, and the name may be any
+    hashable JSON value (``QwenFCHandler.decode_ast`` builds ``{name: arguments}``, so ``null`` or ``0`` is a call,
+    a list or an object is not); ``bfcl=False`` (our training environments) needs a string name.
     """
-    native = [(c["name"], c["arguments"]) for c in reply.tool_calls]
-    calls: list[tuple[str, Any]] = []
+    native: list[tuple[Any, Any]] = [(c["name"], c["arguments"]) for c in reply.tool_calls]
+    calls: list[tuple[Any, Any]] = []
     errors: list[str] = []
     malformed = False
     for body in (_BFCL_BLOCK if bfcl else _ANY_BLOCK).findall(after_think(reply.text)):
@@ -128,7 +133,8 @@ def reply_calls(reply: ChatResult, *, bfcl: bool = True) -> ReplyCalls:
         except json.JSONDecodeError as exc:
             errors.append(f"could not parse tool call as JSON ({exc.msg} at char {exc.pos})")
             continue
-        if (not isinstance(payload, dict) or not isinstance(payload.get("name"), str)
+        if (not isinstance(payload, dict) or "name" not in payload
+                or not isinstance(payload["name"], str if not bfcl else str | int | float | bool | None)
                 or not isinstance(payload.get("arguments"), dict)):  # fmt: skip
             errors.append('a tool call must be a JSON object {"name": <tool>, "arguments": {...}}')
             malformed = True

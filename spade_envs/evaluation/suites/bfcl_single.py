@@ -51,7 +51,7 @@ CHECK_TIMEOUT_S = 30.0
 _PRELOAD = ("bfcl_eval",)
 
 
-def decoded_calls(calls: Sequence[tuple[str, Any]]) -> list[dict[str, Any]]:
+def decoded_calls(calls: Sequence[tuple[Any, Any]]) -> list[dict[Any, Any]]:
     """Our parsed calls in BFCL's decoded form; a call whose arguments are not an object keeps them as they are."""
     return [{name: arguments} for name, arguments in calls]
 

@@ -13,13 +13,19 @@ from pathlib import Path
 
 from spade_envs.builtin import BUILTINS, builtin_source, load_builtin
 from spade_envs.cli.main import main
+from spade_envs.design.measure import measurement_seeds
 from spade_envs.design.memory import EnvMemory
 from spade_envs.design.rewards import RewardConfig, blend
 
 CORPUS = "examples/data/sample_corpus.jsonl"
 
 
-def scripted_model(setting: str, seeds: range, broken_first: bool = True):
+def design_seeds(keys: list[tuple[int, int]], plays: int) -> list[int]:
+    """The measurement seeds ``generate`` draws for each (slot, attempt) at run seed 0 (hashed per design)."""
+    return [s for slot, attempt in keys for s in measurement_seeds(0, f"slot {slot} attempt {attempt}", plays)]
+
+
+def scripted_model(setting: str, seeds: list[int], broken_first: bool = True):
     entries = [e for e in BUILTINS if e.setting == setting]
     solutions: dict[str, list[str]] = {}
     for entry in entries:
@@ -50,7 +56,7 @@ def scripted_model(setting: str, seeds: range, broken_first: bool = True):
 
 
 def test_generate_builds_a_scored_env_pool(tmp_path, stub_openai, capsys):
-    server = stub_openai(scripted_model("games", range(0, 8)))
+    server = stub_openai(scripted_model("games", design_seeds([(0, 1), (1, 0)], 2)))
     out = tmp_path / "pool"
     args = ["generate", "--base-url", server.base_url, "--model", "stub", "--corpus", CORPUS, "--setting", "games",
             "--n", "2", "--plays", "2", "--out", str(out)]  # fmt: skip
@@ -82,7 +88,7 @@ def test_generate_builds_a_scored_env_pool(tmp_path, stub_openai, capsys):
 
 
 def test_generate_tool_use_without_corpus(tmp_path, stub_openai, capsys):
-    server = stub_openai(scripted_model("tool_use", range(0, 4), broken_first=False))
+    server = stub_openai(scripted_model("tool_use", design_seeds([(0, 0)], 2), broken_first=False))
     out = tmp_path / "tools"
     args = ["generate", "--base-url", server.base_url, "--model", "stub", "--setting", "tool_use", "--n", "1",
             "--plays", "2", "--out", str(out)]  # fmt: skip

@@ -9,7 +9,7 @@ import pytest
 
 from spade_envs.design.corpus import Corpus
 from spade_envs.design.designer import GenerateConfig, generate
-from spade_envs.design.measure import unpaired_seeds, vet_hint_on_seeds
+from spade_envs.design.measure import measurement_seeds, unpaired_seeds, vet_hint_on_seeds
 from spade_envs.design.memory import EnvMemory
 from spade_envs.design.rewards import DEFAULT_PENALTIES
 from spade_envs.envs.errors import ContractViolation, InvalidEnvSource
@@ -20,7 +20,8 @@ from spade_envs.sandbox.errors import EnvCrashed, EnvRaised, EnvTimeout, OutputT
 
 CORPUS = "examples/data/sample_corpus.jsonl"
 
-# Honest on every seed validation draws (large ones); the measurement seeds of `generate` are small.
+# Honest on every seed validation draws; MEASURED are the seeds `generate` measures its first design on (hashed).
+MEASURED = set(measurement_seeds(0, "slot 0 attempt 0", 2))
 GUESS = """
 import random{imports}
 
@@ -75,7 +76,7 @@ def run_generate(stub_openai, tmp_path, pool, respond, **config):
 
 
 def test_an_env_raising_on_a_measurement_seed_during_hint_vetting_is_a_failure_code(stub_openai, tmp_path, pool):
-    picky = guess(reset_prefix="\n        if seed < 1000:\n            raise RuntimeError('only big seeds')")
+    picky = guess(reset_prefix=f"\n        if seed in {MEASURED}:\n            raise RuntimeError('not these seeds')")
     (outcome,), manifest, memory = run_generate(stub_openai, tmp_path, pool, responder(picky))
     assert not outcome.valid and outcome.failure == "reset_raised" and "hint vetting" in outcome.reason
     assert outcome.designer_reward == DEFAULT_PENALTIES["reset_raised"]
@@ -94,8 +95,8 @@ def test_a_failing_agent_endpoint_leaves_the_env_admitted_but_unmeasured(stub_op
 
 
 def test_arms_that_see_different_instances_are_unpaired(stub_openai, tmp_path, pool):
-    # a per-worker salt on the measurement seeds only: validation (big seeds, two workers) cannot see it
-    salted = guess(rng_seed="seed if seed >= 1000 else seed * 1000 + SALT",
+    # a per-worker salt on the measurement seeds only: validation (other seeds, two workers) cannot see it
+    salted = guess(rng_seed=f"seed if seed not in {MEASURED} else seed * 1000 + SALT",
                    imports="\nimport time\nSALT = time.perf_counter_ns()")  # fmt: skip
     (outcome,), _, memory = run_generate(stub_openai, tmp_path, pool, responder(salted))
     assert outcome.failure == "unpaired" and outcome.designer_reward == DEFAULT_PENALTIES["unpaired"]

@@ -30,7 +30,7 @@ unit = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
 outcome_lists = st.lists(unit, min_size=1, max_size=16)
 
 
-def window(outcomes=(0.5,), no_hint=(0.0, 1.0), hint=(1.0, 1.0), seeds=(3, 4), **kw):
+def window(outcomes=(0.0, 1.0), no_hint=(0.0, 1.0), hint=(1.0, 1.0), seeds=(3, 4), **kw):
     return WindowStats(
         skill="logical_deduction",
         outcomes=outcomes,
@@ -191,7 +191,8 @@ def test_blend_reward_of_a_valid_window():
 def test_feasibility_gate_requires_a_hinted_win():
     partial = window(no_hint=(0.0, 0.0), hint=(0.5, 0.5))  # hint raises partial credit but never wins
     assert designer_reward(RewardConfig(), partial) == pytest.approx(0.6)
-    assert designer_reward(RewardConfig(require_feasible=False), partial) == pytest.approx(1.0)
+    # regret counts wins, so partial credit earns no regret even without the gate (it paid 1.0 before issue 37)
+    assert designer_reward(RewardConfig(require_feasible=False), partial) == pytest.approx(0.6)
     gated = RewardConfig(variant="regret", feasibility_min=0.9)
     assert designer_reward(gated, window(no_hint=(0.0, 0.0), hint=(1.0, 0.0))) == 0.0
     assert designer_reward(RewardConfig(variant="regret"), window(no_hint=(0.0, 0.0), hint=(1.0, 0.0))) == 0.5

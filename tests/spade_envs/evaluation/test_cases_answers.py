@@ -17,13 +17,15 @@ import pytest
 from spade_envs.evaluation import answers as answers_module
 from spade_envs.evaluation.answers import choice_letter, extract_code, math_check, math_equal
 
-# simple-evals' GPQA rule, restated: first match of this pattern, letter compared as written.
-_SIMPLE_EVALS = re.compile(r"(?i)Answer[ \t]*:[ \t]*([A-D])")
+# simple-evals' GPQA rule, restated: first match of this pattern, letter compared as written. Both published versions
+# (the current one accepts a letter in dollars); rows must agree with each (or carry the documented reason).
+_SIMPLE_EVALS = (re.compile(r"(?i)Answer[ \t]*:[ \t]*([A-D])"), re.compile(r"(?i)Answer[ \t]*:[ \t]*\$?([A-D])\$?"))
 
 
 def _simple_evals_correct(response: str, gold: str) -> bool:
-    hit = _SIMPLE_EVALS.search(response)
-    return bool(hit) and hit.group(1) == gold
+    verdicts = {bool(hit) and hit.group(1) == gold for hit in (p.search(response) for p in _SIMPLE_EVALS)}
+    assert len(verdicts) == 1, "a row where simple-evals' two versions disagree says nothing"
+    return verdicts.pop()
 
 
 WIDER = "markup"  # docs: we also read letters wrapped in Markdown/LaTeX/brackets, dashes, or a boxed letter
@@ -60,6 +62,22 @@ GPQA_CASES = [  # response, gold, our verdict, reason when it differs from simpl
     ("an answer-by-answer check shows it. Answer: C", "C", True, None),
     ("<think>Answer: A</think>\nAnswer: D", "D", True, THINK),
     ("no letter at all", "A", False, None),
+    # review 3: prose before the final line that the widened forms once read as an earlier, wrong answer
+    ("The answer \u2014 assuming an ideal gas \u2014 follows from PV = nRT.\n\nAnswer: C", "C", True, None),
+    ("Let me check the answer - according to Hund's rule the spin is maximal.\n\nAnswer: B", "B", True, None),
+    (
+        "For this answer: \\(B_0\\) must vanish at the boundary, so the field is zero there.\n\nAnswer: D",
+        "D",
+        True,
+        None,
+    ),
+    ("My first guess for the answer: (A) fails the charge balance.\nChecking the rest...\nAnswer: C", "C", True, None),
+    ("A tentative answer: **B** is excluded by symmetry.\nAnswer: D", "D", True, None),
+    ("Before the final answer: [a quick check of units] the units work out.\nAnswer: B", "B", True, None),
+    ("The short answer: $\\Delta G < 0$, so the reaction is spontaneous.\n\nAnswer: A", "A", True, None),
+    ("answer - a doublet of triplets is expected here.\n\nAnswer: B", "B", True, None),
+    ("**Answer** - a doublet of triplets.\n\n**Answer**: B", "B", True, WIDER),  # no strict match: the last line
+    ("The answer (B) is excluded, see above.\n**Answer**: C", "C", True, WIDER),  # widened only at a line start
 ]
 
 

@@ -121,6 +121,16 @@ def _cases(items):
          block({"name": name, "parameters": {"x": 1}}), True),
         ("relevance: a call", relevance, block({"name": rname, "arguments": {}}), True),
         ("relevance: a call without an 'arguments' key", relevance, block({"name": rname}), False),
+        # review 3: BFCL's decoder keys a call by any hashable name, so these are calls, not a failed decode
+        ("irrelevance: a call named null", irrelevance, block({"name": None, "arguments": {}}), False),
+        ("irrelevance: a call named 0", irrelevance, block({"name": 0, "arguments": {}}), False),
+        ("irrelevance: a call named true", irrelevance, block({"name": True, "arguments": {}}), False),
+        ("irrelevance: a call named by a list", irrelevance, block({"name": [name], "arguments": {}}), True),
+        ("irrelevance: a call named by an object", irrelevance, block({"name": {"n": name}, "arguments": {}}), True),
+        ("relevance: a call named null", relevance, block({"name": None, "arguments": {}}), True),
+        ("relevance: a call named 0", relevance, block({"name": 0, "arguments": {}}), True),
+        ("relevance: a call named by a list", relevance, block({"name": [rname], "arguments": {}}), False),
+        ("simple: the right call named 1.5", simple, block({"name": 1.5, "arguments": right[0]["arguments"]}), False),
     ]  # fmt: skip
 
 

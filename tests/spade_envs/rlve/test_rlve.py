@@ -30,7 +30,7 @@ def envs() -> RLVEEnvSet:
 def _play(pool: WorkerPool, envs: RLVEEnvSet, env_id: str, difficulty: int, seed: int, answer: str | None):
     """Reset, then answer (the reference answer when ``answer`` is None); return (prompt, outcome, info)."""
     inst = envs.instance(env_id, difficulty, seed)
-    env = RemoteEnv(inst.source, pool, inst.filename)
+    env = RemoteEnv(inst.source, pool)
     try:
         assert env.setting == "games" and env.max_turns == 1
         prompt, info = env.reset(inst.seed)
@@ -61,7 +61,7 @@ def test_seeds_give_different_problems(pool, envs):
 
 def test_answer_already_in_rlve_markers_is_scored_as_is(pool, envs):
     inst = envs.instance("Multiplication", 0, 5)
-    env = RemoteEnv(inst.source, pool, inst.filename)
+    env = RemoteEnv(inst.source, pool)
     try:
         env.reset(5)
         (answer,) = env.solution()

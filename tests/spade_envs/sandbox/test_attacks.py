@@ -1458,7 +1458,7 @@ def _run(attack: Attack, pool: WorkerPool, ctx: dict[str, Any], procs: Any) -> O
     pool.acquire = spy  # type: ignore[method-assign]
     stage, start = "import", time.monotonic()
     try:
-        out.env = RemoteEnv(attack.source(ctx), pool, filename=f"<attack {attack.name}>")
+        out.env = RemoteEnv(attack.source(ctx), pool)
         stage, start = "reset", time.monotonic()
         obs, _ = out.env.reset(0)
         if attack.phase == "reset":

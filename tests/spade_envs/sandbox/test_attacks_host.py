@@ -473,7 +473,7 @@ def test_the_host_survives(finding: Finding, pool: WorkerPool, procs: Any) -> No
     env, out = None, None
     try:
         try:
-            env = RemoteEnv(finding.source, pool, filename=f"<attack {finding.name}>")
+            env = RemoteEnv(finding.source, pool)
             out = Outcome(pool.level, workers[0], result=finding.drive(env))
         except SandboxError as exc:
             out = Outcome(pool.level, workers[0], error=exc)

@@ -161,7 +161,7 @@ def pool(request: pytest.FixtureRequest, procs: Any) -> Iterator[WorkerPool]:
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_normal_env_wins_at_every_level(pool: WorkerPool, seed: int) -> None:
-    env = RemoteEnv(NORMAL_SOURCE, pool, filename="grid_walk.py")
+    env = RemoteEnv(NORMAL_SOURCE, pool)
     try:
         assert (env.class_name, env.setting, env.max_turns) == ("GridWalkEnv", "games", 20)
         obs, info = env.reset(seed)
@@ -184,7 +184,7 @@ def test_normal_env_wins_at_every_level(pool: WorkerPool, seed: int) -> None:
 def test_stdlib_modules_import_at_every_level(pool: WorkerPool) -> None:
     # The worker preloads a few modules before it drops privileges; env code may import any other stdlib module.
     try:
-        env = RemoteEnv(STDLIB_SOURCE, pool, filename="stdlib.py")
+        env = RemoteEnv(STDLIB_SOURCE, pool)
     except EnvRaised as exc:
         pytest.fail(f"a legitimate env cannot import the standard library at level {pool.level}: {exc}")
     try:
@@ -201,7 +201,7 @@ def test_builtin_solution_wins_in_the_sandbox(pool: WorkerPool, entry: Any) -> N
     source = builtin_source(entry.name)
     for seed in SEEDS:
         local = TextEnv(load_builtin(entry.name))
-        with SandboxedEnv(source, pool, filename=entry.path) as env:
+        with SandboxedEnv(source, pool) as env:
             assert env.setting == entry.setting
             obs, info = env.reset(seed=seed)
             assert (obs, info) == local.reset(seed=seed)

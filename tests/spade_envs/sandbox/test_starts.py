@@ -42,7 +42,7 @@ def _level() -> str:
 
 def _loaded(worker: Worker) -> list[str]:
     try:
-        worker.call("init", source=LOADED_ENV, filename="<loaded>")
+        worker.call("init", source=LOADED_ENV)
         return json.loads(worker.call("reset", seed=0)[0])
     finally:
         worker.kill()
@@ -122,7 +122,7 @@ def test_the_reply_spin_stops_for_a_slow_env_and_is_retried_every_few_calls():
     config = SandboxConfig(isolation=_level(), preload_numpy=False, reply_spin_us=100)
     worker = Worker(config, config.isolation)
     try:
-        worker.call("init", source=SLOW_ENV, filename="<slow>")
+        worker.call("init", source=SLOW_ENV)
         worker.call("reset", seed=0)
         worker._poller = poller = _CountingPoller(worker._poller)
         spun = []

@@ -165,17 +165,19 @@ def test_fixed_pool_saturates_while_blend_keeps_the_win_rate_in_the_band():
     early_fixed = np.mean([[r.win_rate for r in run.rows[:20]] for run in fixed])
     assert final(fixed, "win_rate") > 0.88 and final(fixed, "win_rate") > early_fixed + 0.25
     assert 0.42 <= final(blend, "win_rate") <= 0.58
-    assert final(blend, "frac_in_band") > final(fixed, "frac_in_band") + 0.2
+    # the band is one of win probability (what the plateau reads), 0.4 difficulty units wide around the agent
+    assert final(blend, "frac_in_band") > final(fixed, "frac_in_band") + 0.15
     gain = lambda runs: np.mean([(r.final_ability - r.initial_ability).mean() for r in runs])  # noqa: E731
     assert gain(blend) > gain(fixed) + 0.5  # a frontier curriculum keeps the agent learning
 
 
-def test_regret_without_the_feasibility_gate_drifts_to_unsolvable_envs_when_hints_are_weak():
-    # the gate alone, on the paper's two arms
+def test_regret_counts_wins_so_weak_hints_do_not_drift_it_to_unsolvable_envs_even_without_the_gate():
+    # On the paper's two arms. While regret counted outcomes, a weak hint's extra partial credit on envs nobody wins
+    # was the largest regret there was: without the feasibility gate 30-50% of live envs ended unsolvable.
     base = SimulationConfig(memory=False, memory_config=LAUNCHER_MEMORY, hint_strength=0.1, placebo=False)
     no_gate = runs_of(base.with_updates(reward={"variant": "regret", "require_feasible": False}), 2)
     gated = runs_of(base.with_updates(reward={"variant": "regret", "require_feasible": True}), 2)
-    assert final(no_gate, "frac_unsolvable") > 0.3
+    assert final(no_gate, "frac_unsolvable") < 0.1
     assert final(gated, "frac_unsolvable") < 0.1
 
 
