@@ -74,7 +74,7 @@ setup(
     },
     entry_points={
         "console_scripts": [
-            "spade-envs=spade_envs.cli.main:entrypoint",
+            "spade-envs=spade_envs.cli:entrypoint",
             "spade-eval=spade_envs.evaluation.cli:entrypoint",
         ],
         # verl imports this in every process: it registers the `cpu` platform and the `hf` rollout, and patches

@@ -2,3 +2,12 @@
 
 May import every stage below (docs/architecture.md).
 """
+
+__all__ = ["entrypoint"]
+
+
+def entrypoint() -> None:
+    """The ``spade-envs`` console script; the command's modules load only when it runs."""
+    from spade_envs.cli.main import entrypoint as run
+
+    run()

@@ -31,7 +31,7 @@ from spade_envs.envs.contract import is_win
 
 __all__ = ["LevelStep", "level_steps", "load_config", "main", "spade_command"]
 
-_ROOT = Path(__file__).resolve().parents[2]
+_ROOT = Path(__file__).resolve().parents[3]
 CONFIG = _ROOT / "recipe" / "spade" / "config" / "learn_spade.yaml"
 LAUNCHER = _ROOT / "examples" / "run_spade_tiny_cpu.sh"
 _CLASS = re.compile(r"^class (\w+)", re.MULTILINE)
