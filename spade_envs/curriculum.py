@@ -43,7 +43,7 @@ from spade_envs.step_log import cut_after
 
 __all__ = ["POOL_STATE_FILES", "Curriculum", "CurriculumConfig", "TaskSource"]
 
-#: What a checkpoint holds of the curriculum: the memory, and the live envs plus sampler states.
+#: What a checkpoint holds of the curriculum: the memory, and the live envs, sampler states and seed secret.
 POOL_STATE_FILES = ("memory.jsonl", "pool_state.json")
 
 

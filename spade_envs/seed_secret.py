@@ -10,8 +10,8 @@ The secret is drawn at a fresh start (:func:`run_secret`, 32 bytes of :mod:`secr
 (``spade.seed_secret``, a hex string, for tests and exact reproductions: :func:`parse_secret`). The curriculum keeps
 it in its checkpoint state (``pool_state.json``, written owner-only), so a resumed run replays the same seeds. It
 never enters an observation, a prompt, the env's process (workers start from a fresh interpreter whose requests
-carry the env source only) or a file the sandbox can read (its levels bind only the interpreter, ``/usr`` and this
-package; docs/designer.md's threat model says where that boundary is thinner).
+carry the env source only) or a file the sandbox can read (``bwrap`` and ``landlock`` expose only ``/usr``, the
+interpreter, the venv's packages and this package; docs/designer.md's threat model says where it is thinner).
 """
 
 from __future__ import annotations

@@ -112,6 +112,9 @@ def test_three_steps_killed_after_the_second_and_resumed_log_per_role_metrics_an
     assert metric(lines[3], "spade/step") == 2  # the schedule continues where the checkpoint left it
     assert_regeneration_step(lines[3])
     assert (tmp_path / "run" / "ckpt" / "global_step_3" / "spade" / "memory.jsonl").exists()
+    kept = {json.loads((tmp_path / "run" / "ckpt" / f"global_step_{step}" / "spade" / "pool_state.json").read_text())
+            ["seed_secret"] for step in (1, 2, 3)}  # fmt: skip
+    assert len(kept) == 1, "the resumed run drew its seeds with the killed run's secret (spade.seed_secret: null)"
     # The pool started from the checkpoint's memory, not from whatever the killed run left in the run dir: step 3
     # added exactly its 4 training plays (2 agent rows x rollout.n 2, no faults) and the 2 measurement plays of each
     # of its 2 admitted designs (built-ins, so they merge into the stored records).
