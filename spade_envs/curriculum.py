@@ -19,11 +19,12 @@ plays in this regeneration period, so a replay in a later one re-scores it anew)
 from __future__ import annotations
 
 import json
+import os
 import random
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -35,13 +36,14 @@ from spade_envs.design.measure import training_seed
 from spade_envs.design.memory import EnvMemory
 from spade_envs.design.memory_record import MemoryRecord
 from spade_envs.design.rewards import SkillEMA
+from spade_envs.design.seed_secret import parse_secret, resumed_secret, run_secret
 from spade_envs.envs.contract import is_win
 from spade_envs.envs.skills import SKILLS
 from spade_envs.envs.spec import EnvSpec
 
 __all__ = ["POOL_STATE_FILES", "Curriculum", "CurriculumConfig", "TaskSource"]
 
-#: What a checkpoint holds of the curriculum: the memory, and the live envs plus sampler states.
+#: What a checkpoint holds of the curriculum: the memory, and the live envs, sampler states and seed secret.
 POOL_STATE_FILES = ("memory.jsonl", "pool_state.json")
 
 
@@ -57,7 +59,12 @@ class TaskSource(Protocol):
 
 @dataclass(frozen=True)
 class CurriculumConfig:
-    """The schedule knobs the state machine reads (the ``spade:`` block's names)."""
+    """The schedule knobs the state machine reads (the ``spade:`` block's names).
+
+    ``seed_secret``: a pinned seed secret (``spade.seed_secret``, :mod:`spade_envs.design.seed_secret`); ``None`` draws
+    one
+    at a fresh start. A resume keeps the checkpoint's.
+    """
 
     setting: str
     seed: int
@@ -69,6 +76,7 @@ class CurriculumConfig:
     use_memory: bool
     lp_fast_ema: float
     lp_slow_ema: float
+    seed_secret: bytes | None = field(default=None, repr=False)
 
     @classmethod
     def from_spade(cls, spade: dict[str, Any]) -> CurriculumConfig:
@@ -82,7 +90,8 @@ class CurriculumConfig:
                    memory_replay_fraction=float(spade["memory_replay_fraction"]),
                    use_memory=bool((spade.get("memory") or {}).get("enable", True)),
                    lp_fast_ema=float(lp.get("fast_ema", 0.98)),
-                   lp_slow_ema=float(lp.get("slow_ema", 0.85)))  # fmt: skip
+                   lp_slow_ema=float(lp.get("slow_ema", 0.85)),
+                   seed_secret=parse_secret(spade.get("seed_secret")))  # fmt: skip
 
 
 class Curriculum:
@@ -97,6 +106,7 @@ class Curriculum:
         the metrics rows (a test passes a fixed one to compare files byte for byte).
         """
         self.config = config
+        self.secret = run_secret(config.seed_secret)  # keys every training seed; the checkpoint keeps it
         self.memory = memory
         self.run_dir = None if run_dir is None else Path(run_dir)
         self.rlve = tasks
@@ -211,7 +221,8 @@ class Curriculum:
         else:
             env_id = self.live[(step * 7919 + slot) % len(self.live)]
         record = self.memory.get(env_id)
-        seed = training_seed(self.config.seed, step, slot)  # hashed as measurement seeds are: no tell between them
+        # hashed and keyed as measurement seeds are: no tell between them, none an env can recompute
+        seed = training_seed(self.config.seed, step, slot, secret=self.secret)
         task = {"env_id": env_id, "source": record.spec.source, "setting": record.setting, "seed": seed,
                 "skill": record.skill, "step": step}  # fmt: skip
         self.agent_tasks[(step, slot)] = task
@@ -280,9 +291,12 @@ class Curriculum:
                  # the play windows set memory win rates; the step's designs until the EMAs have folded them
                  "window": self.window, "step": step, "logged": step in self.logged,
                  "unfolded": [] if folded else [e for e in self.events if e["step"] == step and e["kind"] == "design"],
+                 "seed_secret": self.secret.hex(),  # a resume replays the same seeds
                  }  # fmt: skip
         tmp = folder_path / "pool_state.json.tmp"
-        tmp.write_text(json.dumps(state), encoding="utf-8")
+        tmp.unlink(missing_ok=True)  # created afresh, owner-only: it holds the seed secret
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as f:
+            f.write(json.dumps(state))
         tmp.replace(folder_path / "pool_state.json")
         return str(folder)
 
@@ -296,6 +310,7 @@ class Curriculum:
         missing = sorted(set(state["live"]) - known)
         if missing:
             raise ValueError(f"{where} names live envs that its memory.jsonl lacks: {missing[:3]}")
+        self.secret = resumed_secret(state.get("seed_secret"), self.config.seed_secret, where)
         self.live = list(state["live"]) or self.live
         self.generation = [e for e in state["generation"] if e in known]
         if self.rlve is not None and state.get("rlve_window"):

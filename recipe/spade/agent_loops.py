@@ -25,6 +25,7 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import ray
@@ -234,7 +235,8 @@ class SpadeDesignerLoop(_SpadeLoop):
 
         Whatever the env does here ends as a failure code (with its penalty), never as an exception.
         """
-        validation = ValidationConfig.from_dict(self.spade["validation"])
+        secret = await self.pool.seed_secret.remote()  # keys this design's validation and measurement seeds
+        validation = replace(ValidationConfig.from_dict(self.spade["validation"]), secret=secret)
         setting, skill = task["setting"], task["skill"]
         loop = asyncio.get_running_loop()
         started = time.perf_counter()
@@ -251,7 +253,8 @@ class SpadeDesignerLoop(_SpadeLoop):
         if source is None:  # no worker could be had (machine_fault): the machine's condition, excluded
             return {**base, "code": report.code or "crashed", "excluded": report.code == "machine_fault"}
         plays = self.spade["plays_per_arm"]
-        seeds = measurement_seeds(self.spade["seed"], f"step {step} design {design}", plays)  # hashed, not 1 mod 7
+        # hashed, not 1 mod 7; keyed by the run's secret, so no env can recompute them from spade.seed and the key
+        seeds = measurement_seeds(self.spade["seed"], f"step {step} design {design}", plays, secret=secret)
         code = without_comments(source)  # the code as the hint writer reads it: what the fit may shorten
         hint_text, base["hint_prompt"] = await self._generate_text(hint_messages(setting, source), self.spade["hint"],
                                                                    document=code)  # fmt: skip

@@ -76,6 +76,7 @@ class SpadeEnvPool:
         else:
             for name in POOL_STATE_FILES:
                 shutil.copyfile(Path(restore_from) / name, self.run_dir / name)
+            self.state_path.chmod(0o600)  # it holds the run's seed secret (spade_envs/design/seed_secret.py)
         self.corpus = Corpus.load(spade["corpus"]) if spade.get("corpus") else None
         grounding = spade["designer"]["grounding"]
         if grounding not in ("corpus", "concepts"):
@@ -171,6 +172,10 @@ class SpadeEnvPool:
     def ready(self) -> bool:
         """Nothing to do: a first call that returns once the constructor has run (or raises its error)."""
         return True
+
+    def seed_secret(self) -> bytes:
+        """The run's seed secret, for the designer loops' validation and measurement seeds (never for env code)."""
+        return self.state.secret
 
     # -- designer side --------------------------------------------------------------------------------------------
     def designer_task(self, step: int, design: int) -> dict[str, Any]:

@@ -37,6 +37,9 @@ def prepare(config: DictConfig) -> None:
     from spade_envs.browse.run_record import RecordCaps
 
     RecordCaps.from_dict(spade.get("record"))  # spade.record: known keys, bounds >= 0
+    from spade_envs.design.seed_secret import parse_secret
+
+    parse_secret(spade.get("seed_secret"))  # a pinned spade.seed_secret: hex, 16+ bytes
     from recipe.spade.budget import budget_of, designer_rows
 
     n = int(config.actor_rollout_ref.rollout.n)

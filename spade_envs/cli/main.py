@@ -16,6 +16,7 @@ from pathlib import Path
 from spade_envs.builtin import BUILTINS, builtin, builtin_source, load_builtin
 from spade_envs.cli.table import format_table
 from spade_envs.cli.terminal import SafeStream
+from spade_envs.design.seed_secret import parse_secret
 from spade_envs.envs.episode import do_nothing_policy, play, solution_policy
 from spade_envs.envs.errors import SpadeEnvError
 
@@ -96,7 +97,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     from spade_envs.design.validate import ValidationConfig, validate_source
 
     source = _read_env_source(args.path)
-    config = ValidationConfig(max_turns=args.max_turns, seed=args.seed, budget_s=args.budget_s)
+    config = ValidationConfig(max_turns=args.max_turns, seed=args.seed, budget_s=args.budget_s,
+                              secret=args.seed_secret)  # fmt: skip
     with _pool(args) as pool:
         report = validate_source(source, pool, config, setting=args.setting, key=args.key)
     if args.json:
@@ -191,7 +193,8 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     corpus = Corpus.load(args.corpus) if args.corpus else None
     config = GenerateConfig(setting=args.setting, n_envs=args.n, max_attempts=args.max_attempts,
                             plays_per_arm=args.plays, seed=args.seed, max_turns=args.max_turns,
-                            multi_turn=args.multi_turn, placebo=not args.no_placebo)  # fmt: skip
+                            multi_turn=args.multi_turn, placebo=not args.no_placebo,
+                            secret=args.seed_secret)  # fmt: skip
     memory = EnvMemory.load(args.memory) if args.memory else None
     with _pool(args) as pool:
         outcomes = generate(_client(args), corpus, pool, config, args.out, memory=memory)
@@ -229,7 +232,8 @@ def _cmd_import_pool(args: argparse.Namespace) -> int:
 
     if args.jobs < 1 or args.timeout_s <= 0:
         raise SpadeEnvError(f"--jobs must be >= 1 and --timeout-s > 0, got {args.jobs} and {args.timeout_s}")
-    config = ValidationConfig(n_seeds=args.seeds, max_turns=args.max_turns, seed=args.seed, budget_s=args.budget_s)
+    config = ValidationConfig(n_seeds=args.seeds, max_turns=args.max_turns, seed=args.seed, budget_s=args.budget_s,
+                              secret=args.seed_secret)  # fmt: skip
     sandbox = SandboxConfig(isolation=args.isolation, pool_size=args.jobs, soft_timeout_s=args.timeout_s,
                             call_timeout_s=2 * args.timeout_s + 1)  # fmt: skip
     with WorkerPool(sandbox) as pool:
@@ -319,6 +323,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     imp.set_defaults(fn=_cmd_import_pool)
     for command in (validate, play_cmd, run, gen):
         command.add_argument("--isolation", default="auto", help="sandbox level: auto, bwrap, landlock, rlimits, none")
+    for command in (validate, gen, imp):
+        command.add_argument("--seed-secret", type=_secret_arg, metavar="HEX",
+                             help="pin the secret that keys the seeds with --seed (32+ hex digits; default: a fresh "
+                                  "one, so env code cannot recompute its seeds and reruns draw others)")  # fmt: skip
     from spade_envs.simulate.cli import add_arguments as _simulate_arguments
     from spade_envs.simulate.cli import run_args as _run_simulate
 
@@ -347,6 +355,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     finally:
         sys.stdout, sys.stderr = streams
+
+
+def _secret_arg(value: str) -> bytes | None:
+    """``--seed-secret``: a hex string, as ``spade.seed_secret`` takes it."""
+    try:
+        return parse_secret(value, "--seed-secret")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def entrypoint() -> None:

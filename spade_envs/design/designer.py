@@ -33,6 +33,7 @@ from spade_envs.design.memory import EnvMemory, MemoryConfig, MemoryRecord
 from spade_envs.design.placebo import placebo_hint
 from spade_envs.design.prompts import VARIANT_WEIGHTS, Exemplar, builtin_example, designer_messages, hint_messages
 from spade_envs.design.rewards import RewardConfig, WindowStats, credited_regret, designer_reward, failure_penalty
+from spade_envs.design.seed_secret import run_secret
 from spade_envs.design.validate import ValidationConfig, ValidationReport, validate_source
 from spade_envs.envs.failures import HINT_FAILURE_CODES
 from spade_envs.envs.llm import ChatClient, ChatError
@@ -63,7 +64,8 @@ class GenerateConfig:
     ``max_turns`` is the training turn cap: validation requires the solution to fit it and measurement plays stop
     at it; it (and ``seed``) override the ``validation`` config's cap and run seed. ``placebo``: also play a
     content-free hint of the real hint's shape (:mod:`spade_envs.design.placebo`) and credit regret only beyond it;
-    ``False`` restores the paper's two arms.
+    ``False`` restores the paper's two arms. ``secret``: the seed secret that keys the validation and measurement
+    seeds (:mod:`spade_envs.design.seed_secret`); ``None`` draws a fresh one here, a pinned one replays a run's seeds.
     """
 
     setting: str = "games"
@@ -80,6 +82,7 @@ class GenerateConfig:
     reward: RewardConfig = field(default_factory=RewardConfig)
     validation: ValidationConfig = field(default_factory=ValidationConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
+    secret: bytes | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.setting not in SKILLS:
@@ -87,8 +90,10 @@ class GenerateConfig:
         for name in ("n_envs", "max_attempts", "plays_per_arm", "max_turns"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        # one turn cap and one run seed for validation and measurement alike
-        object.__setattr__(self, "validation", replace(self.validation, max_turns=self.max_turns, seed=self.seed))
+        # one turn cap, one run seed and one seed secret for validation and measurement alike
+        object.__setattr__(self, "secret", run_secret(self.secret))
+        object.__setattr__(self, "validation", replace(self.validation, max_turns=self.max_turns, seed=self.seed,
+                                                       secret=self.secret))  # fmt: skip
 
 
 @dataclass
@@ -162,7 +167,8 @@ def admit(
 ) -> tuple[str | None, ValidationReport]:
     """Extract the code from a designer response and validate it in the sandbox; ``(source or None, report)``.
 
-    ``key`` names the validation (e.g. ``"step 4 slot 2"``); with ``config.seed`` it draws the validation seeds.
+    ``key`` names the validation (e.g. ``"step 4 slot 2"``); with ``config.seed`` and ``config.secret`` it draws
+    the validation seeds.
     ``audit``: the optional LLM audit of tool-use environments (see
     :func:`~spade_envs.design.validate.validate_source`).
     """
@@ -274,8 +280,9 @@ def _design_once(
     outcome.validation_seeds = report.seeds + report.probe_seeds
     spec = EnvSpec(**{**spec.to_dict(), "env_id": outcome.env_id})
     # hashed per design like the recipe's (measure.measurement_seeds): consecutive integers always held two even
-    # and two odd seeds, so an env keyed on seed parity was measured at a win rate of exactly 0.5
-    seeds = measurement_seeds(config.seed, key, config.plays_per_arm)
+    # and two odd seeds, so an env keyed on seed parity was measured at a win rate of exactly 0.5; keyed by the
+    # secret, or an env could recompute them from the public run seed and key
+    seeds = measurement_seeds(config.seed, key, config.plays_per_arm, secret=config.secret)
     outcome.seeds = seeds
     try:
         hint_text = _complete(client, hint_messages(setting, source), config.hint_writer)

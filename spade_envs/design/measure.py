@@ -12,13 +12,13 @@ no regret.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from spade_envs.design.hints import vet_hint
 from spade_envs.design.leak_replay import replay_leak, replay_tool_leak
+from spade_envs.design.seed_secret import keyed_digest
 from spade_envs.envs.contract import check_reset_output
 from spade_envs.envs.episode import observation_hash, play
 from spade_envs.envs.errors import SpadeEnvError
@@ -218,12 +218,15 @@ def measure(
     return arm.outcomes
 
 
-def measurement_seeds(run_seed: int, key: str, n: int) -> list[int]:
+def measurement_seeds(run_seed: int, key: str, n: int, *, secret: bytes) -> list[int]:
     """``n`` paired-measurement seeds of one design, hashed from the run seed and the design's ``key``.
 
     Hashed, not arithmetic: seeds of a progression share residues (``(k x 100000 + i) x 7 + 1`` is always 1 mod 7,
-    so an env keyed on ``seed % 7`` was measured on one variant of seven). Uniform in
-    ``[MEASUREMENT_SEED_LOW, 2**31)``, fixed by ``(run_seed, key)`` so every worker draws the same ones.
+    so an env keyed on ``seed % 7`` was measured on one variant of seven). Keyed by the run's ``secret``
+    (:mod:`spade_envs.design.seed_secret`): the run seed and the key forms are public, so an env could otherwise
+    recompute
+    them. Uniform in ``[MEASUREMENT_SEED_LOW, 2**31)``, fixed by ``(secret, run_seed, key)`` so every worker draws
+    the same ones.
     """
     if n < 1:
         raise ValueError(f"need at least one measurement seed, got n={n}")
@@ -231,7 +234,7 @@ def measurement_seeds(run_seed: int, key: str, n: int) -> list[int]:
     seeds: list[int] = []
     counter = 0
     while len(seeds) < n:
-        digest = hashlib.sha256(f"{run_seed}\0{key}\0{counter}".encode()).digest()
+        digest = keyed_digest(secret, f"{run_seed}\0{key}\0{counter}".encode())
         seed = MEASUREMENT_SEED_LOW + int.from_bytes(digest[:8], "big") % span
         counter += 1
         if seed not in seeds:
@@ -239,14 +242,15 @@ def measurement_seeds(run_seed: int, key: str, n: int) -> list[int]:
     return seeds
 
 
-def training_seed(run_seed: int, step: int, slot: int) -> int:
+def training_seed(run_seed: int, step: int, slot: int, *, secret: bytes) -> int:
     """The seed agent row ``slot`` plays at ``step``: a :func:`measurement_seeds` draw under its own key.
 
-    Same hash, same range as the seeds a design is measured on, so no arithmetic on a seed (its range, a residue)
-    tells an env whether it is being measured or trained; an env honest on one kind is honest on the other. A pure
-    function of ``(run_seed, step, slot)``: a resumed run replays the same seeds.
+    Same hash, same secret, same range as the seeds a design is measured on, so nothing an env can compute from a
+    seed (its range, a residue, a recomputed hash) tells it whether it is being measured or trained; an env honest
+    on one kind is honest on the other. A pure function of ``(secret, run_seed, step, slot)``: a resumed run, which
+    restores the secret from its checkpoint, replays the same seeds.
     """
-    return measurement_seeds(run_seed, f"step {step} row {slot}", 1)[0]
+    return measurement_seeds(run_seed, f"step {step} row {slot}", 1, secret=secret)[0]
 
 
 def unpaired_seeds(seeds: Sequence[int], *arms: Sequence[str] | Mapping[int, str]) -> list[int]:

@@ -9,7 +9,8 @@ What validation promises the trainer:
 * **the training turn cap holds**: the solution must win within ``min(env.max_turns, cap)`` turns; a larger
   declared ``max_turns`` is clamped, never trusted (a solution that needs more turns is ``solution_too_long``);
 * **seeds the designer cannot know**: the solution seeds are drawn per validation from the run's seed and a
-  per-validation key (recorded in the report), and the do-nothing and random agents also play extra unseen seeds;
+  per-validation key (recorded in the report), keyed by the run's seed secret (never recorded:
+  :mod:`spade_envs.design.seed_secret`), and the do-nothing and random agents also play extra unseen seeds;
 * **the same seed is the same episode everywhere**: a second, *different* worker replays every seed and every
   baseline episode, and reset observations, solutions and step transcripts must match the first worker's (an env
   that iterates a set or reads the global RNG would give each arm of a paired measurement another instance);
@@ -34,6 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from spade_envs.design.seed_secret import check_secret, keyed_digest, run_secret
 from spade_envs.envs.contract import check_reset_output
 from spade_envs.envs.episode import (
     MAX_ACTION_CHARS,
@@ -84,6 +86,8 @@ class ValidationConfig:
         max_turns: the training turn cap; episodes last ``min(env.max_turns, max_turns)`` turns.
         budget_s: wall-clock budget of one validation (both workers, every check).
         seed: the run's seed, from which the per-validation seeds are drawn.
+        secret: the run's seed secret (:mod:`spade_envs.design.seed_secret`), the key of that draw; ``None`` (default)
+            draws a fresh one per validation, so the seeds are unpredictable but not reproducible.
         cross_worker: replay every seed in a second worker and require identical transcripts.
         first_episode_seeds: on this many of the solution seeds, play the solution, do-nothing and first random
             episode also as the first episode of a fresh worker in training's call order, and require the transcript
@@ -100,6 +104,7 @@ class ValidationConfig:
     seed: int = 0
     cross_worker: bool = True
     first_episode_seeds: int = 1
+    secret: bytes | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.seeds is not None and not self.seeds:
@@ -114,6 +119,8 @@ class ValidationConfig:
                 raise ValueError(f"{name} must be an int >= 0, got {value!r}")
         if not (isinstance(self.budget_s, (int, float)) and self.budget_s > 0):
             raise ValueError(f"budget_s must be a positive number, got {self.budget_s!r}")
+        if self.secret is not None:
+            check_secret(self.secret)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> ValidationConfig:
@@ -163,10 +170,15 @@ class Rejected(Exception):
         self.code, self.reason = code, reason
 
 
-def draw_seeds(run_seed: int, key: str, source: str, n: int) -> list[int]:
-    """``n`` distinct seeds in [1, 2**31) from the run's seed, a per-validation key and the source's sha256."""
+def draw_seeds(run_seed: int, key: str, source: str, n: int, *, secret: bytes) -> list[int]:
+    """``n`` distinct seeds in [1, 2**31) from the run's seed, a per-validation key and the source's sha256.
+
+    Keyed by the run's ``secret`` (:mod:`spade_envs.design.seed_secret`): the source is the env's own and the run seed
+    is
+    public, so without it an env could recompute the seeds it is validated on.
+    """
     material = f"{run_seed}\0{key}\0".encode() + hashlib.sha256(source.encode("utf-8", "surrogatepass")).digest()
-    rng = random.Random(int.from_bytes(hashlib.sha256(material).digest()[:8], "big"))
+    rng = random.Random(int.from_bytes(keyed_digest(secret, material)[:8], "big"))
     return rng.sample(range(1, 2**31), n)
 
 
@@ -223,14 +235,16 @@ def validate_source(
 ) -> ValidationReport:
     """Validate ``source`` in fresh sandbox workers; ``setting`` (if given) must match the env's own.
 
-    ``key`` names this validation (e.g. ``"step 12 slot 3 attempt 1"``): with ``config.seed`` it decides the
-    drawn seeds. ``audit`` is the optional LLM audit for tool use: called last, with the source; it should reject
-    only impossible environments. An audit that raises is recorded and the environment accepted, so a flaky judge
-    cannot veto valid code.
+    ``key`` names this validation (e.g. ``"step 12 slot 3 attempt 1"``): with ``config.seed`` and ``config.secret``
+    it decides the drawn seeds. ``audit`` is the optional LLM audit for tool use: called last, with the source; it
+    should reject only impossible environments. An audit that raises is recorded and the environment accepted, so a
+    flaky judge cannot veto valid code.
     """
     config = config or ValidationConfig()
     report = ValidationReport(ok=False, run_seed=config.seed, key=key)
-    drawn = draw_seeds(config.seed, key, source, (0 if config.seeds else config.n_seeds) + config.probe_seeds)
+    secret = run_secret(config.secret)  # a fresh one when the config holds none
+    drawn = draw_seeds(config.seed, key, source, (0 if config.seeds else config.n_seeds) + config.probe_seeds,
+                       secret=secret)  # fmt: skip
     report.seeds = list(config.seeds) if config.seeds else drawn[: config.n_seeds]
     report.probe_seeds = [s for s in drawn[len(drawn) - config.probe_seeds :] if s not in report.seeds]
     started = time.perf_counter()

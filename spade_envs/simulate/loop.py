@@ -26,11 +26,14 @@ plays_per_arm``):
 
 The envs designed at step ``K`` are live from step ``K + 1`` (the first task of a step promotes them); step 0 plays
 the built-in stand-ins. Randomness comes from four streams spawned from the seed (agent start, design, play,
-memory) and the curriculum's own seeded RNGs, so a run is a pure function of ``(config, seed)``.
+memory) and the curriculum's own seeded RNGs, so a run is a pure function of ``(config, seed)``; the curriculum's
+seed secret is derived from the seed too (nothing secret: the stand-ins run no generated code, and the instances
+they play are labels, not seeds).
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,7 +140,8 @@ class Simulation:
                                     skills=config.skills, active_per_regen=config.active_per_regen,
                                     memory_replay_fraction=config.memory_replay_fraction if config.memory else 0.0,
                                     use_memory=config.memory, lp_fast_ema=config.lp_fast_ema,
-                                    lp_slow_ema=config.reward.lp_slow_ema)  # fmt: skip
+                                    lp_slow_ema=config.reward.lp_slow_ema,
+                                    seed_secret=_secret(seed))  # fmt: skip
         memory = seed_memory(EnvMemory(config.memory_config), seeds)
         self.curriculum = Curriculum(schedule, memory, run_dir=None)
         self.skill_index = {s: i for i, s in enumerate(config.skills)}
@@ -255,6 +259,11 @@ class Simulation:
 def _mean(values: np.ndarray) -> float:
     values = np.asarray(values, dtype=float)
     return float(values.mean()) if values.size else _NAN
+
+
+def _secret(seed: int) -> bytes:
+    """The curriculum's seed secret in a simulation: a function of the seed (no env code runs here to hide it from)."""
+    return hashlib.sha256(f"spade simulator seed {seed}".encode()).digest()
 
 
 def simulate(config: SimulationConfig, seed: int = 0) -> Run:

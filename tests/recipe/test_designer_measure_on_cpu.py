@@ -12,6 +12,7 @@ from transformers import AutoTokenizer
 import recipe.spade.agent_loops as loops
 from recipe.spade.cpu.tiny_model import build_tiny_qwen3
 from recipe.spade.reward_manager import designer_reward_config, score_sample
+from spade_envs.design.measure import measurement_seeds
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +32,8 @@ def test_a_design_is_measured_in_three_arms_on_seeds_with_no_shared_residue(tmp_
     assert len(measure["placebo"]) == 4  # spade.hint.placebo is on by default
     # the seeds used to be (k x 100000 + i) x 7 + 1: all 1 mod 7, so `seed % 7` variants were never measured
     assert len({s % 7 for s in measure["seeds"]}) > 1 and len(set(measure["seeds"])) == 4
+    # keyed by the pool's seed secret (SpadeEnvPool.seed_secret): spade.seed, public, and the key alone do not give them
+    assert measure["seeds"] == measurement_seeds(0, "step 0 design 0", 4, secret=pool._seed_secret())
     assert outcome["regret"] == 0.0  # this agent never wins: the credited (gated) regret memory stores
     assert score_sample(designer_reward_config(cfg), out.extra_fields)[0] >= 0.0
     (entry,) = pool.records  # the run record's entry (spade.record, issue 30): what the page of this design shows

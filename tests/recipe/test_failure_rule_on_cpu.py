@@ -87,6 +87,9 @@ class LocalPool:
     def _record_play(self, *args):
         self.plays.append(args)
 
+    def _seed_secret(self):  # the run's seed secret (drawn by the real pool at a fresh start)
+        return bytes(range(32))
+
     def _designer_task(self, step, slot):
         content = "Design: end with one block holding the complete module, and write nothing after it."
         return {"setting": self.setting, "skill": "logical_deduction", "doc_id": None,

@@ -17,6 +17,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from recipe.spade.cpu.scripted import SOAK_SEED_SECRET
 from spade_envs.browse.run_record import read_record
 
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "run_spade_tiny_cpu.sh"
@@ -111,6 +112,9 @@ def test_three_steps_killed_after_the_second_and_resumed_log_per_role_metrics_an
     assert metric(lines[3], "spade/step") == 2  # the schedule continues where the checkpoint left it
     assert_regeneration_step(lines[3])
     assert (tmp_path / "run" / "ckpt" / "global_step_3" / "spade" / "memory.jsonl").exists()
+    kept = {json.loads((tmp_path / "run" / "ckpt" / f"global_step_{step}" / "spade" / "pool_state.json").read_text())
+            ["seed_secret"] for step in (1, 2, 3)}  # fmt: skip
+    assert len(kept) == 1, "the resumed run drew its seeds with the killed run's secret (spade.seed_secret: null)"
     # The pool started from the checkpoint's memory, not from whatever the killed run left in the run dir: step 3
     # added exactly its 4 training plays (2 agent rows x rollout.n 2, no faults) and the 2 measurement plays of each
     # of its 2 admitted designs (built-ins, so they merge into the stored records).
@@ -204,16 +208,17 @@ def test_rlve_baseline_plays_rlve_envs_at_adaptive_difficulty(tmp_path):
 
 # Soak: the designer stand-in (rollout.name=hf_soak, recipe/spade/cpu/scripted.py) cycles through a good env, envs that
 # raise at reset or at step on the agent's seeds, an env whose worker exits, one with an oversized observation, one that
-# hangs, broken code and a duplicate of the good env. The run must finish every step with the expected samples per
-# role, count the faults, and never mix schedule steps or envs inside one GRPO group: checked on the rows each update
-# saw (spade.dump_batches).
+# hangs, broken code and a duplicate of the good env (the run pins the seed secret the faulty envs key on). The run
+# must finish every step with the expected samples per role, count the faults, and never mix schedule steps or envs
+# inside one GRPO group: checked on the rows each update saw (spade.dump_batches).
 
 SOAK_STEPS = 6
 
 
 def test_six_steps_survive_faulty_hanging_crashing_and_duplicate_designs(tmp_path):
     log = run_spade(tmp_path, SOAK_STEPS, "actor_rollout_ref.rollout.name=hf_soak", "trainer.save_freq=-1",
-                    "spade.dump_batches=true", "spade.sandbox.call_timeout_s=4", "spade.sandbox.soft_timeout_s=1",
+                    f"spade.seed_secret={SOAK_SEED_SECRET}", "spade.dump_batches=true",
+                    "spade.sandbox.call_timeout_s=4", "spade.sandbox.soft_timeout_s=1",
                     "spade.sandbox.pool_size=2")  # fmt: skip
     lines = step_lines(log)
     assert set(range(1, SOAK_STEPS + 1)) <= set(lines)

@@ -25,6 +25,7 @@ __all__ = [
     "ScriptedDesignerReplica",
     "ScriptedDesignerServer",
     "SoakDesignerReplica",
+    "SOAK_SEED_SECRET",
     "SoakDesignerServer",
     "soak_designs",
 ]
@@ -83,12 +84,16 @@ class ScriptedDesignerReplica(HFReplica):
 
 #: The soak runs' spade.seed (the default): the run seed their training seeds are drawn from.
 _SOAK_RUN_SEED = 0
+#: The seed secret soak runs pin (spade.seed_secret=SOAK_SEED_SECRET): public, so these envs can know their seeds.
+SOAK_SEED_SECRET = "50a4" * 16
 #: Seeds on which the soak's faulty envs misbehave: the agent's seeds of rows 0-15 of steps 1-9, recomputed as the
-#: env pool draws them (spade_envs.design.measure.training_seed). Training seeds look like measurement seeds (same hash,
-#: same range), so only such a list tells them apart; validation's and the measurement's seeds are (almost surely)
-#: not in it, so these envs are admitted and then fail while the agent plays them.
+#: env pool draws them (spade_envs.design.measure.training_seed) under the pinned secret. Training seeds look like
+#: measurement seeds (same hash, same range, same secret), so only such a list tells them apart; validation's and the
+#: measurement's seeds are (almost surely) not in it, so these envs are admitted and then fail while the agent plays.
 _FAULT_SEEDS = "(self._soak_seed or 0) in %r" % {
-    training_seed(_SOAK_RUN_SEED, step, row) for step in range(1, 10) for row in range(16)
+    training_seed(_SOAK_RUN_SEED, step, row, secret=bytes.fromhex(SOAK_SEED_SECRET))
+    for step in range(1, 10)
+    for row in range(16)
 }
 _SOAK_FAULTS = {
     "reset_raises": ("reset", f"if {_FAULT_SEEDS}:\n    raise RuntimeError('soak: no such instance')"),

@@ -68,7 +68,7 @@ def arm_command(
     overrides = [
         f"actor_rollout_ref.model.path={model}", *model_args,
         "spade.fixed_env.enable=true", f"spade.fixed_env.pool_dir={pool_dir}",
-        f"spade.turn_tokens={a.turn_tokens}",
+        f"spade.seed_secret={cfg.seed_secret}", f"spade.turn_tokens={a.turn_tokens}",
         f"data.max_prompt_length={a.prompt_length}", f"actor_rollout_ref.rollout.prompt_length={a.prompt_length}",
         f"data.max_response_length={a.response_length}",
         f"actor_rollout_ref.rollout.response_length={a.response_length}",

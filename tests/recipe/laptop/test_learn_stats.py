@@ -71,6 +71,7 @@ def test_rungs_come_from_the_band_and_only_the_control_arm_is_frozen(tmp_path):
     (control, env), (trained, _) = commands["control"], commands["trained"]
     assert f"trainer.critic_warmup={fast.arm.steps + 1000}" in control and "trainer.critic_warmup=0" in trained
     assert {a for a in control if "critic_warmup" not in a} == {a for a in trained if "critic_warmup" not in a}
+    assert f"spade.seed_secret={fast.seed_secret}" in control  # both arms: the same seeds (learn.yaml)
     assert env["STEPS"] == str(fast.arm.steps) and env["ENVS_PER_REGEN"] == "0"
     # both arms: the rollout's log-probs stand in for a second forward pass, and the rollout's gather window is set
     assert "algorithm.rollout_correction.bypass_mode=true" in control

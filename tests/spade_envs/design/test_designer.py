@@ -18,11 +18,15 @@ from spade_envs.design.memory import EnvMemory
 from spade_envs.design.rewards import RewardConfig, blend
 
 CORPUS = "examples/data/sample_corpus.jsonl"
+#: The seed secret these runs pin (``--seed-secret``), so the scripted model knows the seeds it will be measured on.
+SECRET = "de51" * 16
 
 
 def design_seeds(keys: list[tuple[int, int]], plays: int) -> list[int]:
     """The measurement seeds ``generate`` draws for each (slot, attempt) at run seed 0 (hashed per design)."""
-    return [s for slot, attempt in keys for s in measurement_seeds(0, f"slot {slot} attempt {attempt}", plays)]
+    secret = bytes.fromhex(SECRET)
+    return [s for slot, attempt in keys for s in measurement_seeds(0, f"slot {slot} attempt {attempt}", plays,
+                                                                    secret=secret)]  # fmt: skip
 
 
 def scripted_model(setting: str, seeds: list[int], broken_first: bool = True):
@@ -59,7 +63,7 @@ def test_generate_builds_a_scored_env_pool(tmp_path, stub_openai, capsys):
     server = stub_openai(scripted_model("games", design_seeds([(0, 1), (1, 0)], 2)))
     out = tmp_path / "pool"
     args = ["generate", "--base-url", server.base_url, "--model", "stub", "--corpus", CORPUS, "--setting", "games",
-            "--n", "2", "--plays", "2", "--out", str(out)]  # fmt: skip
+            "--n", "2", "--plays", "2", "--out", str(out), "--seed-secret", SECRET]  # fmt: skip
     assert main(args) == 0
     printed = capsys.readouterr().out
     assert "2/2 envs admitted from 3 designer samples" in printed
@@ -91,7 +95,7 @@ def test_generate_tool_use_without_corpus(tmp_path, stub_openai, capsys):
     server = stub_openai(scripted_model("tool_use", design_seeds([(0, 0)], 2), broken_first=False))
     out = tmp_path / "tools"
     args = ["generate", "--base-url", server.base_url, "--model", "stub", "--setting", "tool_use", "--n", "1",
-            "--plays", "2", "--out", str(out)]  # fmt: skip
+            "--plays", "2", "--out", str(out), "--seed-secret", SECRET]  # fmt: skip
     assert main(args) == 0
     (line,) = [json.loads(x) for x in (out / "manifest.jsonl").read_text().splitlines()]
     assert line["valid"] and line["skill"] == "api_orchestration" and line["domain"] and line["variant"]

@@ -18,6 +18,9 @@ import pytest
 from spade_envs.cli.main import main
 
 CORPUS = "examples/data/sample_corpus.jsonl"
+#: The seed secret every run here pins (``--seed-secret``): exploit and honest env are measured on the same seeds
+#: (an unpinned ``generate`` draws its own secret, so its seeds differ from run to run).
+SECRET = "7ea3" * 16
 
 #: A one-try keypad whose key is a digit computed from three numbers; the honest hint states the rule.
 KEYPAD = """
@@ -89,7 +92,7 @@ def generate_one(tmp_path, stub_openai, source: str, hint: str, *extra: str, adm
     server = stub_openai(scripted(source, hint))
     out = tmp_path / "pool"
     args = ["generate", "--base-url", server.base_url, "--model", "stub", "--corpus", CORPUS, "--n", "1",
-            "--max-attempts", "1", "--plays", "4", "--out", str(out), *extra]  # fmt: skip
+            "--max-attempts", "1", "--plays", "4", "--out", str(out), "--seed-secret", SECRET, *extra]  # fmt: skip
     assert main(args) == (0 if admitted else 1)
     (line,) = [json.loads(x) for x in (out / "manifest.jsonl").read_text().splitlines()]
     return line
@@ -207,7 +210,7 @@ def test_a_constant_the_hint_hands_over_is_a_leak_with_its_penalty(tmp_path, stu
     server = stub_openai(lambda body: respond(body, source, hint))
     out = tmp_path / "pool"
     args = ["generate", "--base-url", server.base_url, "--model", "stub", "--corpus", CORPUS, "--n", "1",
-            "--max-attempts", "1", "--plays", "4", "--out", str(out)]  # fmt: skip
+            "--max-attempts", "1", "--plays", "4", "--out", str(out), "--seed-secret", SECRET]  # fmt: skip
     assert main(args) == 0
     (line,) = [json.loads(x) for x in (out / "manifest.jsonl").read_text().splitlines()]
     assert line["valid"] and line["hint_failure"] == "hint_leak", line["reason"]
@@ -232,7 +235,7 @@ def test_a_hint_detector_by_length_earns_no_regret(tmp_path, stub_openai, honest
     server = stub_openai(long_follower)
     out = tmp_path / "pool"
     args = ["generate", "--base-url", server.base_url, "--model", "stub", "--corpus", CORPUS, "--n", "1",
-            "--max-attempts", "1", "--plays", "4", "--out", str(out)]  # fmt: skip
+            "--max-attempts", "1", "--plays", "4", "--out", str(out), "--seed-secret", SECRET]  # fmt: skip
     assert main(args) == 0
     (line,) = [json.loads(x) for x in (out / "manifest.jsonl").read_text().splitlines()]
     assert line["valid"] and line["placebo"] == line["hinted"] == [1.0] * 4, line  # the placebo is as long
@@ -278,7 +281,7 @@ def test_a_tool_use_hint_naming_a_constant_recipient_is_a_leak_on_the_real_path(
     server = stub_openai(respond)
     out = tmp_path / "pool"
     args = ["generate", "--base-url", server.base_url, "--model", "stub", "--setting", "tool_use", "--n", "1",
-            "--max-attempts", "1", "--plays", "2", "--out", str(out)]  # fmt: skip
+            "--max-attempts", "1", "--plays", "2", "--out", str(out), "--seed-secret", SECRET]  # fmt: skip
     assert main(args) == 0
     (line,) = [json.loads(x) for x in (out / "manifest.jsonl").read_text().splitlines()]
     assert line["valid"] and line["hint_failure"] == "hint_leak", line["reason"]

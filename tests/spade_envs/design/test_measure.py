@@ -20,8 +20,10 @@ from spade_envs.sandbox.errors import EnvCrashed, EnvRaised, EnvTimeout, OutputT
 
 CORPUS = "examples/data/sample_corpus.jsonl"
 
-# Honest on every seed validation draws; MEASURED are the seeds `generate` measures its first design on (hashed).
-MEASURED = set(measurement_seeds(0, "slot 0 attempt 0", 2))
+# Honest on every seed validation draws; MEASURED are the seeds `generate` measures its first design on (hashed,
+# keyed by the SECRET these runs pin).
+SECRET = bytes.fromhex("3ea5" * 16)
+MEASURED = set(measurement_seeds(0, "slot 0 attempt 0", 2, secret=SECRET))
 GUESS = """
 import random{imports}
 
@@ -69,7 +71,7 @@ def run_generate(stub_openai, tmp_path, pool, respond, **config):
     server = stub_openai(respond)
     client = ChatClient(server.base_url, "stub", max_retries=0)
     out = tmp_path / "pool"
-    cfg = GenerateConfig(n_envs=1, max_attempts=1, plays_per_arm=2, **config)
+    cfg = GenerateConfig(n_envs=1, max_attempts=1, plays_per_arm=2, secret=SECRET, **config)
     outcomes = generate(client, Corpus.load(CORPUS), pool, cfg, out, progress=lambda _line: None)
     manifest = [json.loads(line) for line in (out / "manifest.jsonl").read_text().splitlines()]
     return outcomes, manifest, EnvMemory.load(out / "memory.jsonl")

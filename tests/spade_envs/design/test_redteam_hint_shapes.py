@@ -13,7 +13,7 @@ import json
 import re
 
 import pytest
-from test_designer_redteam import CORPUS, HONEST, KEYPAD, PASSWORD, _numbers, follower
+from test_designer_redteam import CORPUS, HONEST, KEYPAD, PASSWORD, SECRET, _numbers, follower
 from test_designer_redteam import honest as honest  # noqa: F401  (the fixture: the honest frontier env's sample)
 
 from spade_envs.cli.main import main
@@ -24,7 +24,7 @@ def generate_with(tmp_path, stub_openai, respond) -> dict:
     server = stub_openai(respond)
     out = tmp_path / "pool"
     args = ["generate", "--base-url", server.base_url, "--model", "stub", "--corpus", CORPUS, "--n", "1",
-            "--max-attempts", "1", "--plays", "4", "--out", str(out)]  # fmt: skip
+            "--max-attempts", "1", "--plays", "4", "--out", str(out), "--seed-secret", SECRET]  # fmt: skip
     assert main(args) == 0
     (line,) = [json.loads(x) for x in (out / "manifest.jsonl").read_text().splitlines()]
     return line

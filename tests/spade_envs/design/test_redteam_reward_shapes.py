@@ -28,6 +28,9 @@ from spade_envs.envs.spec import EnvSpec
 from spade_envs.sandbox import RemoteEnv, SandboxConfig, WorkerPool
 
 CORPUS = "examples/data/sample_corpus.jsonl"
+#: The seed secret these runs pin (``--seed-secret``, ``CurriculumConfig.seed_secret``): the same seeds in every run,
+#: so each exploit is compared with the honest env on the same seeds (an unpinned run draws its own secret).
+SECRET = "ab1e" * 16
 
 #: The red-team keypad (key = last digit of a + b + c), with {cond} restricting instances, {partial} the reward of a
 #: well-formed wrong key, {info} the info of that step and {extra} more observation text (reset's ``seed`` is usable).
@@ -104,7 +107,7 @@ def generate(tmp_path, stub_openai, source: str, n: int = 1) -> tuple[list[dict]
     server = stub_openai(scripted(source))
     out = tmp_path / "pool"
     args = ["generate", "--base-url", server.base_url, "--model", "stub", "--corpus", CORPUS, "--n", str(n),
-            "--max-attempts", "1", "--plays", "4", "--out", str(out)]  # fmt: skip
+            "--max-attempts", "1", "--plays", "4", "--out", str(out), "--seed-secret", SECRET]  # fmt: skip
     assert main(args) == 0
     lines = [json.loads(x) for x in (out / "manifest.jsonl").read_text().splitlines()]
     assert all(line["valid"] and line["measured"] and line["hint_failure"] is None for line in lines), lines
@@ -125,10 +128,10 @@ def honest(tmp_path_factory, stub_openai) -> list[dict]:
     return _HONEST[0]
 
 
-def _config(seed: int) -> CurriculumConfig:
+def _config(seed: int, secret: bytes | None = None) -> CurriculumConfig:
     return CurriculumConfig(setting="games", seed=seed, regen_every=4, envs_per_regen=24, skills=("logical_deduction",),
                             active_per_regen=None, memory_replay_fraction=0.0, use_memory=True, lp_fast_ema=0.98,
-                            lp_slow_ema=0.85)  # fmt: skip
+                            lp_slow_ema=0.85, seed_secret=secret)  # fmt: skip
 
 
 # ----- finding 1: partial credit ---------------------------------------------------------------------------------
@@ -199,11 +202,12 @@ PARITY = keypad("Parity", cond=" and (seed % 2 == 0 or self.a % 2 == 1)", extra=
 def test_generate_measures_on_hashed_measurement_seeds_so_seed_parity_pins_nothing(tmp_path, stub_openai, honest):
     lines, _ = generate(tmp_path, stub_openai, PARITY, n=4)
     for slot, line in enumerate(lines):
-        assert line["seeds"] == measurement_seeds(0, f"slot {slot} attempt 0", 4)
+        assert line["seeds"] == measurement_seeds(0, f"slot {slot} attempt 0", 4, secret=bytes.fromhex(SECRET))
         assert line["win_rate"] == sum(s % 2 == 0 for s in line["seeds"]) / 4  # what the tell gives: chance only
     assert [o["seeds"] for o in honest] == [o["seeds"] for o in lines]  # a design's seeds: its key, not its code
     assert {line["win_rate"] for line in lines} != {0.5}  # consecutive seeds pinned w at 0.5 on every slot
-    assert sum(o["designer_reward"] for o in lines) <= sum(o["designer_reward"] for o in honest)
+    # so it is no longer paid 1.0 on every slot; its reward is chance's, as the honest env's is (which of the two
+    # earns more over four designs depends on the seeds: the secret, not the env)
 
 
 # ----- finding 2: training seeds look like measurement seeds ------------------------------------------------------
@@ -211,7 +215,7 @@ def _pool(run_seed: int, name: str = "x") -> Curriculum:
     memory = EnvMemory()
     memory.add(MemoryRecord(spec=EnvSpec(f"games-logical_deduction-{name}", "games", "logical_deduction", HONEST),
                             win_rate=0.5, plays=4))  # fmt: skip
-    return Curriculum(_config(run_seed), memory, None)
+    return Curriculum(_config(run_seed, bytes.fromhex(SECRET)), memory, None)
 
 
 def _training_seeds(run_seed: int, steps: range, rows: int) -> list[int]:
@@ -231,7 +235,7 @@ TELLS = {
 def test_training_seeds_carry_no_tell_that_measurement_seeds_lack(run_seed):
     training = _training_seeds(run_seed, range(0, 400, 8), 24)  # 1,200 agent rows over a 400-step run
     measured = [s for step in range(0, 400, 4) for d in range(3) for s in measurement_seeds(run_seed,
-                f"step {step} design {d}", 4)]  # fmt: skip
+                f"step {step} design {d}", 4, secret=bytes.fromhex(SECRET))]  # fmt: skip
     assert len(set(training)) == len(training)
     assert all(MEASUREMENT_SEED_LOW <= s < 2**31 for s in training + measured)
     for name, tell in TELLS.items():  # base rate 32 / 10,007 (0.3%) and 0 for the range: ~4 rows at most either way
@@ -244,7 +248,7 @@ def test_training_seeds_are_a_pure_function_of_run_seed_step_and_slot():
     assert (
         [again.agent_task(2, slot)["seed"] for slot in range(5)]
         == first[10:]
-        == [training_seed(0, 2, slot) for slot in range(5)]
+        == [training_seed(0, 2, slot, secret=bytes.fromhex(SECRET)) for slot in range(5)]
     )
     assert _training_seeds(1, range(3), 5) != first  # the run key decides them
 
@@ -267,4 +271,6 @@ def test_an_env_trivial_on_training_seeds_is_what_it_measured_in_training(tmp_pa
     finally:
         pool.shutdown()
     trivial = sum("The key is" in obs for obs in observations)
-    assert trivial == 0, f"{trivial} of {len(seeds)} training instances state their key"
+    # the old formula's seeds all fired the tell (24 of 24); a hashed seed fires `seed % 10007 < 32` by chance
+    # (0.3%: 1 of these 24 under SECRET), as often as a measurement seed does
+    assert trivial <= 2, f"{trivial} of {len(seeds)} training instances state their key"

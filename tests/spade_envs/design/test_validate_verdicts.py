@@ -65,14 +65,18 @@ def pool():
 
 
 def test_a_valid_env_is_replayed_in_a_second_worker_on_drawn_seeds(pool):
-    report = validate_source(guess(), pool, key="step 3 slot 1")
+    pinned = ValidationConfig(secret=bytes(range(32)))  # a run's seed secret: its seeds are reproducible
+    report = validate_source(guess(), pool, pinned, key="step 3 slot 1")
     assert report.ok, report
     assert report.checks[-2:] == ["cross_worker", "first_episode"]
     assert len(report.seeds) == 3 and len(report.probe_seeds) == 2 and not set(report.seeds) & {0, 1, 2}
-    again = validate_source(guess(), pool, key="step 3 slot 1")
-    other = validate_source(guess(), pool, ValidationConfig(seed=7), key="step 3 slot 1")
+    again = validate_source(guess(), pool, pinned, key="step 3 slot 1")
+    other = validate_source(guess(), pool, ValidationConfig(seed=7, secret=pinned.secret), key="step 3 slot 1")
     assert again.seeds == report.seeds and other.seeds != report.seeds
     assert (other.run_seed, other.key) == (7, "step 3 slot 1")
+    # no secret: a fresh one per validation, so the same run seed and key draw other seeds (none to recompute)
+    fresh = validate_source(guess(), pool, key="step 3 slot 1")
+    assert fresh.ok and fresh.seeds != report.seeds and "secret" not in fresh.to_dict()
 
 
 def test_worker_dependent_instances_are_nondeterministic(pool):
