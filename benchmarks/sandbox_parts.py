@@ -107,7 +107,7 @@ def episode_parts(
                 time.sleep(0.005)
             worker, us = _timed(pool.acquire)
             add("acquire, pooled", us)
-            env, us = _timed(lambda w=worker: RemoteEnv(source, pool, "<bench>", w))
+            env, us = _timed(lambda w=worker: RemoteEnv(source, pool, worker=w))
             add("init (pooled worker)", us)
             _, us = _timed(lambda e=env: e.reset(0))
             add("reset", us)
