@@ -3,10 +3,11 @@
 A step is timed part by part on a live worker, with the same calls ``Worker.call`` makes, in the same order:
 ``encode`` (the request to bytes), ``write`` (choosing how to wait, pinning the worker to this CPU if that has
 been faster for it, and the pipe write, which on a shared core may run the woken worker before it returns),
-``wake-up + worker + read`` (until the reply line is in hand: the worker's own time and the scheduler's), ``strict decode`` (bytes to a dict), ``shape checks`` (plain-JSON scan or walk, then the method's
-shape) and ``accounting + wait policy`` (what ``Worker.call`` spends beyond those: any reply spin, the sequence
-and unsolicited-data checks, deadlines, the wall and reply-byte budgets), the last as ``call`` minus the other
-parts, so the rows add up.
+``wake-up + worker + read`` (until the reply line is in hand: the worker's own time and the scheduler's),
+``strict decode`` (bytes to a dict), ``shape checks`` (plain-JSON scan or walk, then the method's shape) and
+``accounting + wait policy`` (what ``Worker.call`` spends beyond those: any reply spin, the sequence and
+unsolicited-data checks, deadlines, the wall and reply-byte budgets), the last as ``call`` minus the other parts,
+so the rows add up.
 An episode is timed from acquiring a worker to releasing it: ``acquire`` (pooled: a ready worker; cold: started
 now), ``init``, ``reset``, ``steps`` and ``close``.
 
