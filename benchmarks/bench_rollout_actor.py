@@ -143,6 +143,11 @@ def main(argv: list[str] | None = None) -> int:
                     rows[name].append(ray.get(actor.run.remote(*shape, i)))
             for name, actor in actors.items():
                 facts[name]["live_threads_after"] = ray.get(actor.facts.remote())["live_threads"]
+            pending = asyncio.all_tasks(loop)  # the engine's batching task
+            for task in pending:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            loop.close()
         finally:
             ray.shutdown()
     for name, f in facts.items():
