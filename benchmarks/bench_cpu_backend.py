@@ -1,7 +1,7 @@
 """CPU backend: hf rollout generation throughput (batched vs one request at a time), and seconds per GRPO step.
 
 Run: ``.venv/bin/python benchmarks/bench_cpu_backend.py [--requests 16] [--tokens 32] [--grpo]``. Prints tables.
-``--grpo`` also runs verl's real trainer (recipe.spade.cpu.main_cpu) for 3 steps per configuration (V1 and the
+``--grpo`` also runs verl's real trainer (recipe.spade.laptop.main_cpu) for 3 steps per configuration (V1 and the
 legacy trainer, two response lengths) and reports the mean time of steps 2-3 (step 1 carries warm-up).
 """
 
@@ -53,7 +53,7 @@ def generation(requests: int, tokens: int, model_dir: Path) -> list[tuple[str, f
 
 
 def grpo_step_seconds(use_v1: bool, response_length: int, work: Path) -> float:
-    command = [sys.executable, "-m", "recipe.spade.cpu.main_cpu", f"spade_cpu.tiny_model_dir={work / 'model'}",
+    command = [sys.executable, "-m", "recipe.spade.laptop.main_cpu", f"spade_cpu.tiny_model_dir={work / 'model'}",
                f"spade_cpu.tiny_data_dir={work / 'data'}", "trainer.total_training_steps=3",
                f"trainer.use_v1={str(use_v1).lower()}", f"data.max_response_length={response_length}",
                f"trainer.default_local_dir={work / 'ckpt'}"]  # fmt: skip

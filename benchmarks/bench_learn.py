@@ -1,6 +1,7 @@
 """``python benchmarks/bench_learn.py [--fast] [--summary PATH] [learn.yaml overrides]``: the learning run as a table.
 
-Runs ``make learn``'s code (``recipe.spade.learn``) into ``--run-dir`` and prints, per step, the trained and control
+Runs ``make learn``'s code (``recipe.spade.laptop.learn``) into ``--run-dir`` and prints, per step, the trained and
+control
 win rates and seconds next to the recorded run (``benchmarks/learn_recorded.json``: the ``learn_summary.json`` of the
 run docs/cpu.md reports), then the gap lines of both. A change to the training path shows as a different curve.
 ``--summary PATH`` tabulates an existing ``learn_summary.json`` without training.
@@ -62,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.summary:
         path = Path(args.summary)
     else:
-        from recipe.spade.learn import main as learn
+        from recipe.spade.laptop.learn import main as learn
 
         learn(["--run-dir", args.run_dir, *(["--fast"] if args.fast else []), *args.overrides])
         path = Path(args.run_dir) / "learn_summary.json"

@@ -22,10 +22,10 @@ _ROOT = Path(__file__).resolve().parents[1]
 if str(_ROOT) not in sys.path:  # run as a script from a checkout
     sys.path.insert(0, str(_ROOT))
 
-from spade_envs.memory import EnvMemory, MemoryConfig, MemoryRecord  # noqa: E402
-from spade_envs.skills import SKILLS  # noqa: E402
-from spade_envs.spec import EnvSpec  # noqa: E402
-from spade_envs.table import format_table  # noqa: E402
+from spade_envs.cli.table import format_table  # noqa: E402
+from spade_envs.design.memory import EnvMemory, MemoryConfig, MemoryRecord  # noqa: E402
+from spade_envs.envs.skills import SKILLS  # noqa: E402
+from spade_envs.envs.spec import EnvSpec  # noqa: E402
 
 __all__ = ["build", "main"]
 

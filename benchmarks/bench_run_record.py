@@ -16,7 +16,7 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
-from spade_envs.run_record import RECORD_FILE, RecordCaps, RunRecord
+from spade_envs.browse.run_record import RECORD_FILE, RecordCaps, RunRecord
 
 
 def worst_entries(caps: RecordCaps, plays: int, agent_rows: int, n: int) -> dict[str, dict]:

@@ -29,7 +29,7 @@ _ROOT = Path(__file__).resolve().parents[1]
 if str(_ROOT) not in sys.path:  # run as a script from a checkout
     sys.path.insert(0, str(_ROOT))
 
-from spade_envs.loader import load_env_class  # noqa: E402
+from spade_envs.envs.loader import load_env_class  # noqa: E402
 from spade_envs.sandbox import RemoteEnv, SandboxConfig, SandboxError, WorkerPool, probe_isolation  # noqa: E402
 from spade_envs.sandbox.config import ISOLATION_LEVELS  # noqa: E402
 from spade_envs.sandbox.process import Worker, become_subreaper  # noqa: E402
@@ -259,7 +259,7 @@ def _step_round_trips(
             env.reset(0)
             steppers[(name, "in-process")] = lambda i, env=env: env.step(ACTIONS[i % len(ACTIONS)])
             for level, pool in pools.items():
-                remote = RemoteEnv(source, pool, "<bench>")
+                remote = RemoteEnv(source, pool)
                 remotes.append(remote)
                 remote.reset(0)
                 steppers[(name, level)] = lambda i, env=remote: env.step(ACTIONS[i % len(ACTIONS)])
@@ -295,7 +295,7 @@ def _part_rows(level: str, pool: WorkerPool, sources: dict[str, str], settings: 
     """One row per part of a step (both envs) and of an episode (the 50 us env), p50 each (sandbox_parts.py)."""
     rows = []
     for name, source in sources.items():
-        remote = RemoteEnv(source, pool, "<bench>")
+        remote = RemoteEnv(source, pool)
         try:
             remote.reset(0)
             with _no_gc():
@@ -334,7 +334,7 @@ def _pooled_starts(pool: WorkerPool, source: str, n: int, wait_s: float) -> dict
         empty += not _wait_pool_full(pool, wait_s)
         with _no_gc():
             t0 = time.perf_counter_ns()
-            env = RemoteEnv(source, pool, "<bench>")
+            env = RemoteEnv(source, pool)
             t1 = time.perf_counter_ns()
             env.close()
             t2 = time.perf_counter_ns()
@@ -417,7 +417,7 @@ def _live_envs(level: str, source: str, settings: Settings) -> list[dict[str, An
     with WorkerPool(config) as pool:
         try:
             for i in range(k):
-                env = RemoteEnv(source, pool, f"<bench-{i}>")
+                env = RemoteEnv(source, pool)
                 envs.append(env)
                 env.reset(i)
                 for j in range(3):

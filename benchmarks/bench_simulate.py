@@ -19,8 +19,8 @@ _ROOT = Path(__file__).resolve().parents[1]
 if str(_ROOT) not in sys.path:  # run as a script from a checkout
     sys.path.insert(0, str(_ROOT))
 
+from spade_envs.cli.table import format_table  # noqa: E402
 from spade_envs.simulate import SimulationConfig, simulate_many  # noqa: E402
-from spade_envs.table import format_table  # noqa: E402
 
 __all__ = ["SETTINGS", "main"]
 

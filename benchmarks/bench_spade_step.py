@@ -5,7 +5,7 @@ Run: ``.venv/bin/python benchmarks/bench_spade_step.py [--steps 5] [--work DIR]`
 * SPADE: ``examples/run_spade_tiny_cpu.sh`` (4 rows x rollout.n 2, response budget 64, regen_every 2) with the
   scripted designer stand-in (``hf_scripted``), so that design steps admit environments and pay for validation, hint
   writing and the paired measurement plays, as a real run would. Design and play-only steps are reported apart.
-* GRPO: ``recipe.spade.cpu.main_cpu`` (verl's plain GRPO) with the same model, 4 prompts x n 2, response budget 64,
+* GRPO: ``recipe.spade.laptop.main_cpu`` (verl's plain GRPO) with the same model, 4 prompts x n 2, response budget 64,
   and tiny prompts padded with filler words to SPADE's mean prompt length, so that both train on about the same
   number of tokens per step.
 
@@ -31,10 +31,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from recipe.spade.cpu.tiny_model import build_tiny_qwen3  # noqa: E402
-from spade_envs.table import format_table  # noqa: E402
+from spade_envs.cli.table import format_table  # noqa: E402
 
 #: Issue 31's figures for main at 311d5ce (before the host-boundary work), tiny model, 2-core machine at load ~2.
 REFERENCE = {"ratio": "1.48x", "share": "0.79"}
+#: Issue 39's target: SPADE over GRPO per 1k trained tokens, all steps (1.28x at 7a9447f).
+TARGET_RATIO = 1.1
 
 
 def _steps(log: str) -> dict[int, dict[str, float]]:
@@ -69,7 +71,7 @@ def spade_steps(work: Path, steps: int) -> dict[int, dict[str, float]]:
 
 
 def grpo_steps(work: Path, steps: int, context_words: int) -> dict[int, dict[str, float]]:
-    command = [sys.executable, "-m", "recipe.spade.cpu.main_cpu", f"spade_cpu.tiny_model_dir={work / 'model'}",
+    command = [sys.executable, "-m", "recipe.spade.laptop.main_cpu", f"spade_cpu.tiny_model_dir={work / 'model'}",
                f"spade_cpu.tiny_data_dir={work / 'data'}", f"spade_cpu.tiny_context_words={context_words}",
                f"trainer.total_training_steps={steps}", "data.train_batch_size=4", "actor_rollout_ref.rollout.n=2",
                "data.max_prompt_length=2048", "data.max_response_length=64", "data.filter_overlong_prompts=false",
@@ -136,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
         headers = ["run", "steps", "s / step", "gen s", "tokens / step", "s / 1k tokens", "vs GRPO / 1k tok",
                    "vs GRPO / step"]  # fmt: skip
         print(format_table(headers, table))
+        ratio = _per_token(later) / _per_token(grpo_rows)
+        verdict = "ok" if ratio <= TARGET_RATIO else "MISS"
+        print(f"SPADE vs GRPO per 1k trained tokens, all steps: {ratio:.2f}x (target <= {TARGET_RATIO:g}x [{verdict}])")
         grpo_prompt = statistics.mean(r["prompt_length/mean"] for r in grpo_rows)
         share = statistics.mean(r.get("spade/sandbox_time_share", 0.0) for r in later)
         print(
@@ -143,8 +148,7 @@ def main(argv: list[str] | None = None) -> int:
             f"SPADE sandbox share of agent-episode wall time {share:.2f} (target <= 0.3)"
         )
         print(
-            f"reference (main at 311d5ce, issue 31): SPADE {REFERENCE['ratio']} of GRPO per 1k tokens "
-            "(target <= 1.3x), "
+            f"reference (main at 311d5ce, issue 31): SPADE {REFERENCE['ratio']} of GRPO per 1k tokens, "
             f"sandbox share {REFERENCE['share']}"
         )
     return 0

@@ -12,8 +12,8 @@ import time
 from collections.abc import Sequence
 
 from spade_envs.builtin import BUILTINS, builtin_source
+from spade_envs.design.validate import validate_source
 from spade_envs.sandbox import SandboxConfig, WorkerPool
-from spade_envs.validate import validate_source
 
 #: Broken programs that fail early (load) and late (solution replay), the two ends of validation's cost.
 BROKEN = {

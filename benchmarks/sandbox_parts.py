@@ -1,12 +1,13 @@
 """Where a sandboxed step's and episode's host time goes: one ``bench_sandbox.py`` row per part.
 
 A step is timed part by part on a live worker, with the same calls ``Worker.call`` makes, in the same order:
-``encode`` (the request to bytes), ``write`` (the pipe write, which on a shared core may run the woken worker
-before it returns), ``wake-up + worker + read`` (until the reply line is in hand: the worker's own time and the
-scheduler's), ``strict decode`` (bytes to a dict), ``shape checks`` (plain-JSON scan or walk, then the method's
-shape) and ``accounting + wait policy`` (what ``Worker.call`` spends beyond those: any reply spin, the sequence
-and unsolicited-data checks, deadlines, the wall and reply-byte budgets), the last as ``call`` minus the other
-parts, so the rows add up.
+``encode`` (the request to bytes), ``write`` (choosing how to wait, pinning the worker to this CPU if that has
+been faster for it, and the pipe write, which on a shared core may run the woken worker before it returns),
+``wake-up + worker + read`` (until the reply line is in hand: the worker's own time and the scheduler's),
+``strict decode`` (bytes to a dict), ``shape checks`` (plain-JSON scan or walk, then the method's shape) and
+``accounting + wait policy`` (what ``Worker.call`` spends beyond those: any reply spin, the sequence and
+unsolicited-data checks, deadlines, the wall and reply-byte budgets), the last as ``call`` minus the other parts,
+so the rows add up.
 An episode is timed from acquiring a worker to releasing it: ``acquire`` (pooled: a ready worker; cold: started
 now), ``init``, ``reset``, ``steps`` and ``close``.
 
@@ -49,12 +50,18 @@ def _one_step(worker: Worker, action: str, out: dict[str, list[float]]) -> None:
     data = protocol.encode({"seq": worker._seq + 1, "op": "step", "action": action})
     t1 = _ns()
     worker._seq += 1
+    wait = getattr(worker, "_wait", None)  # issue 39: the worker woken on this thread's CPU when that is faster
+    if wait is not None:
+        wait.unsolicited()
+        wait.before_request()
     os.write(worker._req_w, data)
     t2 = _ns()
     buffer = b""
     while b"\n" not in buffer:
         worker._poller.poll(1000)
         buffer += os.read(worker._resp_r, 1 << 16)
+    if wait is not None:
+        wait.replied()
     t3 = _ns()
     line = buffer.split(b"\n", 1)[0]
     reply = protocol.decode(line)
@@ -107,7 +114,7 @@ def episode_parts(
                 time.sleep(0.005)
             worker, us = _timed(pool.acquire)
             add("acquire, pooled", us)
-            env, us = _timed(lambda w=worker: RemoteEnv(source, pool, "<bench>", w))
+            env, us = _timed(lambda w=worker: RemoteEnv(source, pool, worker=w))
             add("init (pooled worker)", us)
             _, us = _timed(lambda e=env: e.reset(0))
             add("reset", us)

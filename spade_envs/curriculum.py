@@ -30,16 +30,16 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from spade_envs.contract import is_win
-from spade_envs.designer import stored_copy
-from spade_envs.measure import training_seed
-from spade_envs.memory import EnvMemory
-from spade_envs.memory_record import MemoryRecord
-from spade_envs.rewards import SkillEMA
-from spade_envs.seed_secret import parse_secret, resumed_secret, run_secret
-from spade_envs.skills import SKILLS
-from spade_envs.spec import EnvSpec
-from spade_envs.step_log import cut_after
+from spade_envs.browse.step_log import cut_after
+from spade_envs.design.designer import stored_copy
+from spade_envs.design.measure import training_seed
+from spade_envs.design.memory import EnvMemory
+from spade_envs.design.memory_record import MemoryRecord
+from spade_envs.design.rewards import SkillEMA
+from spade_envs.design.seed_secret import parse_secret, resumed_secret, run_secret
+from spade_envs.envs.contract import is_win
+from spade_envs.envs.skills import SKILLS
+from spade_envs.envs.spec import EnvSpec
 
 __all__ = ["POOL_STATE_FILES", "Curriculum", "CurriculumConfig", "TaskSource"]
 
@@ -61,7 +61,8 @@ class TaskSource(Protocol):
 class CurriculumConfig:
     """The schedule knobs the state machine reads (the ``spade:`` block's names).
 
-    ``seed_secret``: a pinned seed secret (``spade.seed_secret``, :mod:`spade_envs.seed_secret`); ``None`` draws one
+    ``seed_secret``: a pinned seed secret (``spade.seed_secret``, :mod:`spade_envs.design.seed_secret`); ``None`` draws
+    one
     at a fresh start. A resume keeps the checkpoint's.
     """
 
@@ -234,7 +235,7 @@ class Curriculum:
         rate a live env earns is the mean of its live plays, and a replay in a later period replaces it with the mean
         of the replay's plays, as :meth:`EnvMemory.update_stats` documents: the agent that earned the old one is gone.
 
-        Wins only (outcome 1, :func:`~spade_envs.contract.is_win`), as the designer reward counts them: an env that
+        Wins only (outcome 1, :func:`~spade_envs.envs.contract.is_win`), as the designer reward counts them: an env that
         pays partial credit for every loss is labelled by the wins it gives, never "learnable" at 0.5.
 
         With the RLVE baseline the play instead counts in its env's difficulty window (``slot`` names its task).

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from spade_envs.episode import do_nothing_policy, play, random_policy, setting_of, solution_policy
-from spade_envs.loader import load_env_class
+from spade_envs.envs.episode import do_nothing_policy, play, random_policy, setting_of, solution_policy
+from spade_envs.envs.loader import load_env_class
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "environments.md"
 EXAMPLES = dict(re.findall(r"<!-- example: (\w+) -->\n```python\n(.*?)```", DOC.read_text(), re.DOTALL))

@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from spade_envs.failures import FAILURE_CODES, HINT_FAILURE_CODES
-from spade_envs.rewards import DEFAULT_PENALTIES
+from spade_envs.design.rewards import DEFAULT_PENALTIES
+from spade_envs.envs.failures import FAILURE_CODES, HINT_FAILURE_CODES
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "designer.md").read_text()
 

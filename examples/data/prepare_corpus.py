@@ -2,7 +2,7 @@
 
 Each output line is ``{"id", "text", "source"}``: ``id`` names the document (the file's path relative to the
 folder, or the dataset's ``id`` column / ``<name>:<row>``), ``source`` names the collection it came from. The
-result loads with ``spade_envs.corpus.Corpus``. Examples::
+result loads with ``spade_envs.design.corpus.Corpus``. Examples::
 
     python examples/data/prepare_corpus.py my_docs/ corpus.jsonl --min-words 50
     python examples/data/prepare_corpus.py saved_dataset/ corpus.jsonl --text-column content

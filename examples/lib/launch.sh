@@ -18,7 +18,7 @@ spade_launch() {
     fi
     # verl's wandb logger dies after the model load on a host without a wandb login: use the console instead
     if printf '%s\n' "${all[@]}" | grep -q '^trainer\.logger=.*wandb' &&
-        ! why=$(PYTHONPATH="$SPADE_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$python" -m spade_envs.run_checks wandb); then
+        ! why=$(PYTHONPATH="$SPADE_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$python" -m spade_envs.cli.run_checks wandb); then
         echo "warning: wandb cannot start here ($why); logging to the console only (wandb login, or" \
             "WANDB_MODE=offline, keeps wandb)" >&2
         all+=('trainer.logger=["console"]')
@@ -33,7 +33,7 @@ spade_doctor() {
     if [ "${SKIP_DOCTOR:-0}" = "1" ] || [ "${DRY_RUN:-0}" = "1" ]; then return 0; fi
     local root
     root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-    PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" "${PYTHON:-python3}" -m spade_envs.doctor --launcher "$0" \
+    PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" "${PYTHON:-python3}" -m spade_envs.cli.doctor --launcher "$0" \
         --config-name "${CONFIG_NAME}" -- "$@"
 }
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from spade_envs.rewards import designer_advantages, designer_scale
+from spade_envs.design.rewards import designer_advantages, designer_scale
 
 __all__ = ["designer_scale_for", "role_advantages", "step_designer_scale"]
 

@@ -40,16 +40,16 @@ from recipe.spade.prompt_fit import fit_prompt
 from recipe.spade.recording import design_entry, episode_entry
 from recipe.spade.reward_manager import designer_reward_config
 from recipe.spade.turns import play_turns, render_history
-from spade_envs.ast_hash import without_comments
-from spade_envs.designer import admit
-from spade_envs.failures import FAILURE_CODES, fault_code
-from spade_envs.measure import measurement_seeds, unpaired_seeds, vet_hint_on_seeds
-from spade_envs.placebo import placebo_hint
-from spade_envs.prompts import audit_messages, audit_verdict, hint_messages
-from spade_envs.rewards import WindowStats, credited_regret, win_rate
-from spade_envs.run_record import RecordCaps
+from spade_envs.browse.run_record import RecordCaps
+from spade_envs.design.ast_hash import without_comments
+from spade_envs.design.designer import admit
+from spade_envs.design.measure import measurement_seeds, unpaired_seeds, vet_hint_on_seeds
+from spade_envs.design.placebo import placebo_hint
+from spade_envs.design.prompts import audit_messages, audit_verdict, hint_messages
+from spade_envs.design.rewards import WindowStats, credited_regret, win_rate
+from spade_envs.design.validate import ValidationConfig
+from spade_envs.envs.failures import FAILURE_CODES, fault_code
 from spade_envs.sandbox import SandboxConfig, WorkerPool
-from spade_envs.validate import ValidationConfig
 
 __all__ = ["SpadeDesignerLoop", "SpadeEnvAgentLoop", "loop_output", "turn_outputs"]
 

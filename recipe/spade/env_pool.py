@@ -20,17 +20,17 @@ from typing import Any
 import numpy as np
 
 from recipe.spade.rlve_tasks import RLVETasks
+from spade_envs.browse.run_record import RECORD_FILE, RecordCaps, RunRecord
+from spade_envs.browse.step_log import cut_after
 from spade_envs.builtin import BUILTINS, builtin_spec
-from spade_envs.corpus import Corpus, truncate_words
 from spade_envs.curriculum import POOL_STATE_FILES, Curriculum, CurriculumConfig, TaskSource, seed_memory
-from spade_envs.designer import exemplars_for_prompt
-from spade_envs.memory import EnvMemory, MemoryConfig
-from spade_envs.prompts import VARIANT_WEIGHTS, builtin_example, concept_ideas, designer_messages, exemplar_cuts
-from spade_envs.rewards import SkillEMA
-from spade_envs.run_record import RECORD_FILE, RecordCaps, RunRecord
-from spade_envs.skills import DOMAINS, SKILLS
-from spade_envs.spec import EnvSpec
-from spade_envs.step_log import cut_after
+from spade_envs.design.corpus import Corpus, truncate_words
+from spade_envs.design.designer import exemplars_for_prompt
+from spade_envs.design.memory import EnvMemory, MemoryConfig
+from spade_envs.design.prompts import VARIANT_WEIGHTS, builtin_example, concept_ideas, designer_messages, exemplar_cuts
+from spade_envs.design.rewards import SkillEMA
+from spade_envs.envs.skills import DOMAINS, SKILLS
+from spade_envs.envs.spec import EnvSpec
 
 __all__ = [
     "ACTOR_NAME",
@@ -76,7 +76,7 @@ class SpadeEnvPool:
         else:
             for name in POOL_STATE_FILES:
                 shutil.copyfile(Path(restore_from) / name, self.run_dir / name)
-            self.state_path.chmod(0o600)  # it holds the run's seed secret (spade_envs/seed_secret.py)
+            self.state_path.chmod(0o600)  # it holds the run's seed secret (spade_envs/design/seed_secret.py)
         self.corpus = Corpus.load(spade["corpus"]) if spade.get("corpus") else None
         grounding = spade["designer"]["grounding"]
         if grounding not in ("corpus", "concepts"):
@@ -96,7 +96,7 @@ class SpadeEnvPool:
         if rlve.get("enable") and not spade["fixed_env"]["enable"]:
             raise ValueError("spade.fixed_env.rlve.enable needs spade.fixed_env.enable=true (a baseline: no designer)")
         if rlve.get("enable"):
-            from spade_envs.preflight import rlve_timeouts_check
+            from spade_envs.cli.preflight import rlve_timeouts_check
 
             check = rlve_timeouts_check(spade)  # RLVE's generator timeout against the sandbox's (docs/baselines.md)
             if check.status == "fail":

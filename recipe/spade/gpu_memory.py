@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from recipe.spade.budget import budget_of
-from spade_envs.model_shapes import ModelShape, checkpoint_bytes, shape_of
+from spade_envs.cli.model_shapes import ModelShape, checkpoint_bytes, shape_of
 
 __all__ = ["LogitBytes", "compose", "fsdp_logit_bytes", "launcher_plan", "memory_report", "peak_episodes"]
 

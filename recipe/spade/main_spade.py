@@ -34,10 +34,10 @@ def prepare(config: DictConfig) -> None:
     from recipe.spade.env_pool import check_memory_capacity
 
     check_memory_capacity(spade)  # live envs and designs about to go live are never evicted: memory must hold them
-    from spade_envs.run_record import RecordCaps
+    from spade_envs.browse.run_record import RecordCaps
 
     RecordCaps.from_dict(spade.get("record"))  # spade.record: known keys, bounds >= 0
-    from spade_envs.seed_secret import parse_secret
+    from spade_envs.design.seed_secret import parse_secret
 
     parse_secret(spade.get("seed_secret"))  # a pinned spade.seed_secret: hex, 16+ bytes
     from recipe.spade.budget import budget_of, designer_rows
@@ -74,7 +74,7 @@ def prepare(config: DictConfig) -> None:
         if not config.actor_rollout_ref.rollout.agent.agent_loop_config_path:
             config.actor_rollout_ref.rollout.agent.agent_loop_config_path = str(_AGENT_LOOPS)
         if config.trainer.device == "cpu":
-            from recipe.spade.cpu.main_cpu import materialise
+            from recipe.spade.cpu.materialise import materialise
 
             materialise(config)
 
@@ -106,7 +106,7 @@ def main(config: DictConfig) -> None:
     from recipe.spade import check_verl_version, run_verl_trainer
 
     check_verl_version()
-    from spade_envs.preflight import exit_on_bad_spade_block  # shared with spade-envs doctor
+    from spade_envs.cli.preflight import exit_on_bad_spade_block  # shared with spade-envs doctor
 
     spade = OmegaConf.to_container(config.spade, resolve=True)  # a bad spade block: one line, before Ray starts
     exit_on_bad_spade_block(spade, OmegaConf.select(config, "reward.reward_kwargs.designer.variant"))

@@ -16,11 +16,11 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from spade_envs.contract import extract_command, outcome_reward
-from spade_envs.episode import observation_hash
-from spade_envs.prompts import agent_messages
+from spade_envs.envs.contract import extract_command, outcome_reward
+from spade_envs.envs.episode import observation_hash
+from spade_envs.envs.tooluse import parse_agent_text
+from spade_envs.play.prompts import agent_messages
 from spade_envs.sandbox import AsyncSandboxEnv, SandboxError, WorkerPool
-from spade_envs.tooluse import parse_agent_text
 
 __all__ = ["EnvFault", "Episode", "TurnSample", "play_episode", "weight_versions"]
 

@@ -57,7 +57,8 @@ async def fit_prompt(
 ) -> Fitted:
     """Render ``messages``; if over ``limit`` tokens, shorten ``document`` (a substring of a message) from its end.
 
-    ``cuts`` are substrings removed in order (``spade_envs.prompts.exemplar_cuts``) only while the prompt without its
+    ``cuts`` are substrings removed in order (``spade_envs.design.prompts.exemplar_cuts``) only while the prompt without
+    its
     document has no room for ``MIN_DOCUMENT`` tokens. ``render`` must not cap the prompt itself
     (``recipe.spade.turns.render_history`` does not).
     """

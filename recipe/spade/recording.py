@@ -1,4 +1,4 @@
-"""Glue from the loops and the trainer to the run record (``spade.record``; ``spade_envs/run_record.py``).
+"""Glue from the loops and the trainer to the run record (``spade.record``; ``spade_envs/browse/run_record.py``).
 
 The loops already hold what the record keeps (the design's text, its verdict, the hint, the measurement episodes);
 here it becomes entries: transcripts are decoded from an episode's token streams (model tokens are the agent's
@@ -14,7 +14,7 @@ import torch
 
 from recipe.spade.play import Episode
 from recipe.spade.turn_batches import is_episode_row
-from spade_envs.extract import extract_code
+from spade_envs.design.extract import extract_code
 
 __all__ = ["ARMS", "design_entry", "episode_entry", "scores_entry", "transcript"]
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from spade_envs.failures import FAILURE_CODES, HINT_FAILURE_CODES
+from spade_envs.envs.failures import FAILURE_CODES, HINT_FAILURE_CODES
 
 __all__ = ["curriculum_figure", "step_line", "step_summary", "write_report"]
 

@@ -25,7 +25,7 @@ from verl.experimental.reward_loop.reward_manager import register
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager
 
-from spade_envs.rewards import RewardConfig, SkillEMA, WindowStats, designer_reward, failure_penalty
+from spade_envs.design.rewards import RewardConfig, SkillEMA, WindowStats, designer_reward, failure_penalty
 
 __all__ = ["SpadeRewardManager", "designer_reward_config", "score_sample"]
 

@@ -51,7 +51,7 @@ from recipe.spade.env_pool import ACTOR_NAME, BATCHES_FILE, POOL_STATE_FILES, st
 from recipe.spade.recording import scores_entry
 from recipe.spade.reward_manager import designer_reward_config
 from recipe.spade.turn_batches import batch_multiple, is_episode_row, loss_weights, mini_batches
-from spade_envs.rewards import plateau, win_rate
+from spade_envs.design.rewards import plateau, win_rate
 
 __all__ = ["SpadeTrainer"]
 

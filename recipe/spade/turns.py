@@ -29,9 +29,9 @@ import uuid
 from typing import Any
 
 from recipe.spade.play import EnvFault, Episode, TurnSample, _act, _pad_id, _SandboxClock, weight_versions
-from spade_envs.contract import outcome_reward
-from spade_envs.episode import observation_hash
-from spade_envs.prompts import agent_messages
+from spade_envs.envs.contract import outcome_reward
+from spade_envs.envs.episode import observation_hash
+from spade_envs.play.prompts import agent_messages
 from spade_envs.sandbox import AsyncSandboxEnv, WorkerPool
 
 __all__ = ["THINK_END", "play_turns", "render_history", "thinking_builder"]

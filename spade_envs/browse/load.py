@@ -1,6 +1,6 @@
 """A run directory as the browser reads it: metrics rows, designs joined with their scores, training episodes.
 
-Read with :func:`~spade_envs.run_record.read_record`, which skips an unfinished last line, so a run that is still
+Read with :func:`~spade_envs.browse.run_record.read_record`, which skips an unfinished last line, so a run that is still
 writing can be browsed at any moment.
 """
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spade_envs.run_record import RECORD_FILE, read_record
+from spade_envs.browse.run_record import RECORD_FILE, read_record
 
 __all__ = ["Run", "design_id", "find_run_dir", "load_run"]
 

@@ -11,10 +11,13 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-from spade_envs.loader import load_env_class
-from spade_envs.spec import EnvSpec
+import gymnasium
 
-__all__ = ["BUILTINS", "BuiltinEntry", "builtin", "builtin_source", "builtin_spec", "load_builtin"]
+from spade_envs.envs.gym_adapter import TextEnv
+from spade_envs.envs.loader import load_env_class
+from spade_envs.envs.spec import EnvSpec
+
+__all__ = ["BUILTINS", "BuiltinEntry", "builtin", "builtin_source", "builtin_spec", "load_builtin", "register_builtins"]
 
 
 @dataclass(frozen=True)
@@ -76,3 +79,18 @@ def builtin_spec(name: str) -> EnvSpec:
         source=builtin_source(name),
         metadata={"domain": entry.domain} if entry.domain else {},
     )
+
+
+def _make_builtin(name: str, max_turns: int | None = None) -> TextEnv:
+    return TextEnv(load_builtin(name), max_turns=max_turns)
+
+
+def register_builtins() -> list[str]:
+    """Register ``spade_envs/<ClassName>-v0`` with gymnasium for every built-in (idempotent); return the ids."""
+    ids = []
+    for entry in BUILTINS:
+        env_id = f"spade_envs/{entry.name}-v0"
+        if env_id not in gymnasium.registry:
+            gymnasium.register(id=env_id, entry_point=_make_builtin, kwargs={"name": entry.name})
+        ids.append(env_id)
+    return ids

@@ -21,9 +21,9 @@ import signal
 from dataclasses import dataclass
 from typing import Any
 
+from spade_envs.design.extract import split_thinking
 from spade_envs.evaluation.scorer_pool import ScorerRaised, ScorerTimeout, shared_pool
 from spade_envs.evaluation.suite import MissingDependency
-from spade_envs.extract import split_thinking
 
 __all__ = [
     "MATH_TIMEOUT_S",

@@ -25,12 +25,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from spade_envs.errors import SpadeEnvError
+from spade_envs.envs.errors import SpadeEnvError
+from spade_envs.envs.llm import ChatClient
 from spade_envs.evaluation.registry import SUITES, SuiteOptions, make_suite, resolve_suites
 from spade_envs.evaluation.report import write_reports
 from spade_envs.evaluation.runner import SuiteRun, run_suite
 from spade_envs.evaluation.serve import ModelServer, ServeConfig, ServeError, sigterm_as_exit
-from spade_envs.llm import ChatClient
 
 __all__ = ["entrypoint", "main", "parser"]
 

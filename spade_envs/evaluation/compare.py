@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from spade_envs.errors import SpadeEnvError
+from spade_envs.envs.errors import SpadeEnvError
 from spade_envs.evaluation.bfcl_overall import PARTS, overall_aggregate, overall_from_scores
 from spade_envs.evaluation.bootstrap import Bootstrap, holm, mean_of, stratified_bootstrap
 from spade_envs.evaluation.compare_checks import protocol_differences, record_differences, run_health

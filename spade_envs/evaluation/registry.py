@@ -6,8 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from spade_envs.envs.llm import ChatClient
 from spade_envs.evaluation.suite import Suite
-from spade_envs.llm import ChatClient
 
 __all__ = ["GROUPS", "SUITES", "SuiteOptions", "make_suite", "resolve_suites"]
 

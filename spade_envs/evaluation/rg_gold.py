@@ -173,7 +173,7 @@ def suite_self_score(group: str, task: str, sample: int) -> tuple[float, float, 
     Returns ``score_answer`` on the gold answer as it is and as the suite reads it from ``\boxed{gold}``, the
     answer (cut to 200 characters) and the suite's provenance (its redraws, if any).
     """
-    from spade_envs.contract import extract_command
+    from spade_envs.envs.contract import extract_command
     from spade_envs.evaluation.suites.reasoning_gym import ReasoningGymSuite
 
     suite = ReasoningGymSuite(group, tasks=[task])

@@ -30,12 +30,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from spade_envs.errors import SpadeEnvError
+from spade_envs.envs.errors import SpadeEnvError
+from spade_envs.envs.llm import ChatClient, ChatError, ChatMisconfigured, ChatRefused, is_context_refusal
 from spade_envs.evaluation.protocol import fingerprint, suite_protocol
 from spade_envs.evaluation.records import Item, SampleRecord, Sampling
 from spade_envs.evaluation.suite import Suite
 from spade_envs.evaluation.workers import Jobs
-from spade_envs.llm import ChatClient, ChatError, ChatMisconfigured, ChatRefused, is_context_refusal
 
 __all__ = ["ResultStore", "SuiteRun", "run_suite"]
 

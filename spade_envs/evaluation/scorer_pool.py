@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from spade_envs.errors import SpadeEnvError
+from spade_envs.envs.errors import SpadeEnvError
 
 __all__ = [
     "ScorerError",

@@ -26,7 +26,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import TextIO
 
-from spade_envs.errors import SpadeEnvError
+from spade_envs.envs.errors import SpadeEnvError
 
 __all__ = ["ModelServer", "ServeConfig", "ServeError", "sigterm_as_exit"]
 

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from spade_envs.errors import SpadeEnvError
+from spade_envs.envs.errors import SpadeEnvError
+from spade_envs.envs.llm import ChatClient
 from spade_envs.evaluation.records import Item, SampleRecord, Sampling
-from spade_envs.llm import ChatClient
 
 __all__ = ["MissingDependency", "MissingEvalData", "Suite", "sha256_file"]
 
@@ -70,7 +70,7 @@ class Suite(ABC):
     def run_sample(self, client: ChatClient, item: Item, sample: int, sampling: Sampling) -> SampleRecord:
         """Play sample ``sample`` of ``item`` against ``client`` and score it in [0, 1].
 
-        Raise :class:`~spade_envs.llm.ChatError` if the endpoint fails: the sample is then not recorded and a
+        Raise :class:`~spade_envs.envs.llm.ChatError` if the endpoint fails: the sample is then not recorded and a
         rerun retries it. Any answer of the model, however malformed, must be scored, not raised.
         """
 

@@ -16,7 +16,7 @@ API for the env pool (framework-free; nothing here runs RLVE code in the calling
 
 ``inst.source`` is ordinary env source (one class, ``max_turns = 1``, games setting): the sandbox worker imports
 the one RLVE module it needs from the venv's read-only site-packages. ``inst.spec()`` is the same source as an
-:class:`~spade_envs.spec.EnvSpec` (id ``rlve_<env>_d<level>``, skill = the RLVE id) for code that keeps specs.
+:class:`~spade_envs.envs.spec.EnvSpec` (id ``rlve_<env>_d<level>``, skill = the RLVE id) for code that keeps specs.
 ``rlve-gym`` must be installed.
 """
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from spade_envs.errors import SpadeEnvError
+from spade_envs.envs.errors import SpadeEnvError
 
 __all__ = ["OFFICIAL16", "RLVECatalogError", "RLVEEntry", "UnknownRLVEEnv", "gym_root", "rlve_catalog"]
 

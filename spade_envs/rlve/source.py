@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from spade_envs.envs.spec import EnvSpec
 from spade_envs.rlve.catalog import RLVEEntry
-from spade_envs.spec import EnvSpec
 
 __all__ = ["RLVEInstance", "rlve_source"]
 

@@ -1,6 +1,6 @@
 """Environments running in a sandbox worker: a synchronous proxy, a gymnasium env and an asyncio client.
 
-All three speak the contract of :mod:`spade_envs.contract`; faults of the environment surface as
+All three speak the contract of :mod:`spade_envs.envs.contract`; faults of the environment surface as
 :mod:`~spade_envs.sandbox.errors` exceptions, never as agent rewards. Every result was checked by the worker and
 again on the host (:mod:`~spade_envs.sandbox.replies`); the worker and its pool slot are released on every path.
 """
@@ -11,8 +11,8 @@ import asyncio
 import functools
 from typing import Any
 
-from spade_envs.contract import StepResult
-from spade_envs.gym_adapter import TextEnv
+from spade_envs.envs.contract import StepResult
+from spade_envs.envs.gym_adapter import TextEnv
 from spade_envs.sandbox.errors import SandboxUnavailable
 from spade_envs.sandbox.pool import WorkerPool, shielded
 from spade_envs.sandbox.process import Worker
@@ -25,7 +25,7 @@ class RemoteEnv:
 
     ``worker``: one already acquired from ``pool`` (the asyncio client acquires it without holding a thread);
     by default one is acquired here. Either way it is released if loading the env fails. The worker loads every
-    env the same way (:mod:`spade_envs.loader`): nothing the caller passes tells env code who is asking.
+    env the same way (:mod:`spade_envs.envs.loader`): nothing the caller passes tells env code who is asking.
     """
 
     def __init__(self, source: str, pool: WorkerPool, *, worker: Worker | None = None) -> None:

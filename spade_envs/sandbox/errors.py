@@ -7,7 +7,7 @@ broken. Every error carries ``kind`` (its class, stable for metrics) and ``code`
 
 from __future__ import annotations
 
-from spade_envs.errors import SpadeEnvError
+from spade_envs.envs.errors import SpadeEnvError
 
 __all__ = [
     "SANDBOX_FAILURE_CODES",
@@ -21,9 +21,10 @@ __all__ = [
 ]
 
 #: Every ``code`` a :class:`SandboxError` can carry, with its meaning; ``EnvRaised`` may also carry the loader's
-#: codes from :data:`spade_envs.failures.FAILURE_CODES`. A worker's reply naming any other code reads ``exception``.
+#: codes from :data:`spade_envs.envs.failures.FAILURE_CODES`. A worker's reply naming any other code reads
+# ``exception``.
 SANDBOX_FAILURE_CODES: dict[str, str] = {
-    # EnvRaised (also with the loader's codes of spade_envs.failures, e.g. syntax_error, no_env_class)
+    # EnvRaised (also with the loader's codes of spade_envs.envs.failures, e.g. syntax_error, no_env_class)
     "exception": "env code raised an exception",
     "bad_types": "env code returned something of the wrong type or shape, or text that is not valid Unicode",
     "nonfinite_reward": "env code returned a NaN or infinite reward",
@@ -73,7 +74,7 @@ class EnvRaised(SandboxError):
     """Env code raised an exception (or returned something the contract forbids); the worker is still alive.
 
     ``code`` refines the reason: ``exception``, ``bad_types``, ``nonfinite_reward``, or, when loading failed, an
-    :class:`~spade_envs.errors.InvalidEnvSource` code such as ``syntax_error`` or ``no_env_class``.
+    :class:`~spade_envs.envs.errors.InvalidEnvSource` code such as ``syntax_error`` or ``no_env_class``.
     """
 
     kind = "env_raised"

@@ -15,8 +15,9 @@ import subprocess
 import time
 from typing import Any
 
-from spade_envs.failures import FAILURE_CODES
+from spade_envs.envs.failures import FAILURE_CODES
 from spade_envs.sandbox import protocol
+from spade_envs.sandbox.affinity import CpuFollower, sandbox_pid
 from spade_envs.sandbox.cgroups import PidsCgroup, pids_root
 from spade_envs.sandbox.config import SandboxConfig
 from spade_envs.sandbox.errors import (
@@ -42,6 +43,7 @@ from spade_envs.sandbox.reaping import await_exit, become_subreaper, reap_orphan
 from spade_envs.sandbox.replies import MAX_DEPTH, BadReply, check_json, check_result
 from spade_envs.sandbox.scratch import Scratch
 from spade_envs.sandbox.uids import UidLease, lease_uid
+from spade_envs.sandbox.waiting import ReplyWait
 
 __all__ = ["Worker", "become_subreaper", "reap_orphans"]
 
@@ -50,9 +52,6 @@ _read_only_paths = read_only_paths
 _bwrap_prefix = bwrap_prefix
 
 
-#: A worker whose replies stopped coming within ``reply_spin_us`` spins again on every this-many-th call, to notice
-#: when its replies are fast again (a slow env costs one spin in this many calls).
-SPIN_PROBE_EVERY = 8
 #: A reply read in at least this many pieces must average ``TRICKLE_PIECE_BYTES`` per piece, else it is refused
 #: (``trickled_reply``): the worker writes each reply whole and the kernel hands a reader whole pages (4 KiB), so
 #: only env code that put the pipe in packet mode makes smaller pieces, one per host read.
@@ -78,8 +77,6 @@ class Worker:
         self.busy_s = 0.0  # wall time spent in calls: the episode's budget is config.episode_wall_s
         self.reply_bytes = 0  # bytes of replies since the last reset: the budget is config.max_episode_reply_bytes
         self._seq = 0
-        self._reply_us = 0.0  # this worker's recent spun reply wait (moving average): spin only for fast repliers
-        self._unspun = 0  # calls since the last spin
         self._buffer = b""
         self._fds: list[int] = []
         self._cgroup: PidsCgroup | None = None
@@ -122,9 +119,9 @@ class Worker:
             os.close(resp_w)
             self._fds = [self._req_w, self._resp_r]
         os.set_blocking(self._req_w, False)  # writes get a deadline too: a worker may stop reading
-        self._poller = select.poll()  # not select.select: that fails on descriptors >= 1024
-        self._poller.register(self._resp_r, select.POLLIN)
-        self._write_poller = select.poll()
+        self._wait = ReplyWait(self._resp_r, config.reply_spin_us)
+        self._poller = self._wait.poller  # the reply pipe's (kept for callers that poll it by hand)
+        self._write_poller = select.poll()  # not select.select: that fails on descriptors >= 1024
         self._write_poller.register(self._req_w, select.POLLOUT)
         self.started = time.monotonic()
         try:
@@ -135,6 +132,28 @@ class Worker:
         if not (isinstance(info, dict) and isinstance(info.get("pid"), int) and info.get("level") == level):
             self._fail(ProtocolViolation("the worker's start-up message is malformed", code="invalid_result"))
         self.info = info
+        if config.follow_caller_cpu:
+            self._follow(info["pid"])
+
+    def _follow(self, ns_pid: int) -> None:
+        """Let calls wake the worker on their CPU (``affinity.py``).
+
+        Where the worker is not our child, a pidfd joins the idle poll so that a dead worker's pid is never pinned.
+        """
+        if self.level != "bwrap":  # the host's own child (the cgroup's shell execs python): its pid stays ours
+            self._wait.follow(CpuFollower(self.proc.pid, None))  # type: ignore[union-attr]
+            return
+        pid = sandbox_pid(self.proc.pid, ns_pid)  # type: ignore[union-attr]
+        if pid is None:
+            return
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError:
+            return
+        self._fds.append(pidfd)
+        if sandbox_pid(self.proc.pid, ns_pid) != pid:  # type: ignore[union-attr]  # it died before the pidfd
+            return
+        self._wait.follow(CpuFollower(pid, pidfd))
 
     def _command(self, req_r: int, resp_w: int) -> tuple[list[str], dict[str, str]]:
         config, level = self.config, self.level
@@ -193,12 +212,13 @@ class Worker:
             if left <= 0:
                 self._fail(EnvTimeout(f"the episode's {self.config.episode_wall_s:g} s wall-clock budget is spent",
                                       code="episode_wall_budget"))  # fmt: skip
-            if self._buffer or self._poller.poll(0):
+            if self._wait.unsolicited() or self._buffer:
                 self._fail(ProtocolViolation("the worker sent data nobody asked for", code="unsolicited_data"))
             self._seq += 1
             if op == "reset":
                 self.reply_bytes = 0
             deadline = started + min(limit, left)
+            self._wait.before_request()
             self._write(data, deadline, op, timeout_code)
             return self._read_reply(self._seq, deadline, op, timeout_code)
         except SandboxError:
@@ -237,6 +257,7 @@ class Worker:
         counted = op not in ("start", "ping", "close")
         left = self.config.max_episode_reply_bytes - self.reply_bytes if counted else cap
         line = self._read_line(deadline, op, timeout_code, cap, left)
+        self._wait.replied()
         if counted:
             self.reply_bytes += len(line)
         try:
@@ -302,7 +323,7 @@ class Worker:
         return line
 
     def _read_chunk(self, deadline: float, op: str, timeout_code: str) -> bytes:
-        if not self._wait_readable(deadline):
+        if not self._wait.readable(deadline):
             self._fail(EnvTimeout(f"{op} did not answer in time; the worker was killed", code=timeout_code))
         chunk = os.read(self._resp_r, 1 << 16)
         if not chunk:
@@ -315,30 +336,6 @@ class Worker:
             return OutputTooLarge(f"{op}: the episode's replies exceed {budget} bytes; the worker was killed",
                                   code="episode_output_budget")  # fmt: skip
         return OutputTooLarge(f"{op} reply exceeds {cap} bytes; the worker was killed", code="reply_too_large")
-
-    def _wait_readable(self, deadline: float) -> bool:
-        """Busy-poll for up to ``reply_spin_us`` while this worker's replies come that fast, else sleep in ``poll``.
-
-        A spin wins only when the reply comes within it; a slower env's worker needs the core the spin would take.
-        Only spun waits update the estimate (a sleep's wake-up latency would keep it above the spin for good), and a
-        worker that stopped spinning tries again every ``SPIN_PROBE_EVERY`` calls, so one slow reply costs a few
-        calls' spin, not the rest of the episode's.
-        """
-        spin_us = self.config.reply_spin_us
-        if spin_us and (self._reply_us < spin_us or self._unspun >= SPIN_PROBE_EVERY):
-            self._unspun = 0
-            started = time.perf_counter()
-            spin_until = started + spin_us / 1e6
-            while time.perf_counter() < spin_until:
-                if self._poller.poll(0):
-                    self._reply_us = 0.5 * self._reply_us + 0.5e6 * (time.perf_counter() - started)
-                    return True
-                os.sched_yield()
-            self._reply_us = 0.5 * self._reply_us + spin_us  # missed: count it as twice the spin
-        else:
-            self._unspun += 1
-        left = deadline - time.monotonic()
-        return left > 0 and bool(self._poller.poll(max(1, int(left * 1000))))
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
     def _death_note(self, when: str) -> str:

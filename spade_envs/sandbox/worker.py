@@ -38,7 +38,7 @@ class SoftTimeout(BaseException):
 #: What a pre-started worker imports before it reports ready (after hardening, with env code's own rights): the
 #: tool-use base, the stdlib modules env code commonly uses and the exception formatter. A worker started on demand
 #: skips them: its env imports what it uses.
-WARM_MODULES = ("spade_envs.tooluse", "traceback", "collections", "dataclasses", "functools", "heapq", "itertools",
+WARM_MODULES = ("spade_envs.envs.tooluse", "traceback", "collections", "dataclasses", "functools", "heapq", "itertools",
                 "math", "random", "re", "string")  # fmt: skip
 
 
@@ -52,8 +52,10 @@ def _import_core(root: str) -> dict[str, Any]:
         package.__path__ = [os.path.join(root, *name.split("."))]
         sys.modules[name] = package
     sys.path.insert(0, root)
-    from spade_envs import contract, errors, loader
+    from spade_envs.envs import contract, errors, loader, public_names
     from spade_envs.sandbox import hardening, protocol, replies
+
+    public_names.install()  # env code imports the tool-use base as ``spade_envs.envs.tooluse``
 
     return {"contract": contract, "errors": errors, "loader": loader, "hardening": hardening, "protocol": protocol,
             "replies": replies}  # fmt: skip
@@ -221,7 +223,7 @@ class _Server:
                 self.env = cls()
             except Exception as exc:
                 raise invalid("construct_failed", f"{cls.__name__}() raised {type(exc).__name__}: {exc}") from exc
-            tooluse = sys.modules.get("spade_envs.tooluse")  # a tool-use env imported it to subclass ToolUseEnv
+            tooluse = sys.modules.get("spade_envs.envs.tooluse")  # a tool-use env imported it to subclass ToolUseEnv
             is_tool = tooluse is not None and isinstance(self.env, tooluse.ToolUseEnv)
             max_turns = getattr(self.env, "max_turns", None)
             if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:

@@ -2,7 +2,8 @@
 
 The env pool is the recipe's own state machine (:class:`~spade_envs.curriculum.Curriculum`: memory, live envs, play
 windows, skill rotation, learning-potential EMAs, eviction), and the designer rewards, memory and env records are the
-real ones (:mod:`spade_envs.rewards`, :mod:`spade_envs.memory`, :class:`~spade_envs.spec.EnvSpec`); only the two roles
+real ones (:mod:`spade_envs.design.rewards`, :mod:`spade_envs.design.memory`, :class:`~spade_envs.envs.spec.EnvSpec`);
+only the two roles
 of the model are replaced: an agent with an ability per skill (:mod:`.agent`) and a designer with a learned
 difficulty policy per skill (:mod:`.designer`). See ``docs/simulator.md``.
 """

@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from spade_envs.rewards import VARIANTS
+from spade_envs.design.rewards import VARIANTS
 from spade_envs.simulate.config import SimulationConfig
 
 __all__ = ["CHOICES", "add_arguments", "build_config", "main", "run_args"]

@@ -2,7 +2,8 @@
 
 The schedule knobs carry the training names (``regen_every``, ``envs_per_regen``, ``agent_rows``,
 ``plays_per_arm``, ``active_per_regen``, ``memory_replay_fraction``) and the reward and memory knobs are the real
-:class:`~spade_envs.rewards.RewardConfig` and :class:`~spade_envs.memory_record.MemoryConfig`, so a simulated setting
+:class:`~spade_envs.design.rewards.RewardConfig` and :class:`~spade_envs.design.memory_record.MemoryConfig`, so a
+simulated setting
 reads like a training config (the schedule is run by the recipe's own :class:`~spade_envs.curriculum.Curriculum`).
 The model knobs (agent and designer stand-ins) are documented with the equations in :mod:`spade_envs.simulate.agent` and
 :mod:`spade_envs.simulate.designer`.
@@ -15,9 +16,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
-from spade_envs.memory_record import MemoryConfig
-from spade_envs.rewards import RewardConfig
-from spade_envs.skills import SKILLS
+from spade_envs.design.memory_record import MemoryConfig
+from spade_envs.design.rewards import RewardConfig
+from spade_envs.envs.skills import SKILLS
 
 __all__ = ["SimulationConfig"]
 

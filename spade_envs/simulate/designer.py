@@ -5,12 +5,12 @@ Designer model, per skill ``k`` (``lambda``, learning rates and bounds are field
 
 - The curriculum picks the skill of each design (the active skills in turn). The designer writes invalid code
   with probability ``q_k = sigmoid(theta_k)`` (such a program has no difficulty; it gets a failure code drawn
-  uniformly from :data:`INVALID_CODES` and :func:`~spade_envs.rewards.failure_penalty` as its reward);
+  uniformly from :data:`INVALID_CODES` and :func:`~spade_envs.design.rewards.failure_penalty` as its reward);
   otherwise it picks a difficulty ``x ~ N(m, s_k^2)`` around a proposal mean
   ``m = (1 - lambda) mu_k + lambda * mean(exemplar difficulties)`` (``m = mu_k`` without positive exemplars;
   ``lambda = exemplar_pull``).
-- In the step that made them, each sample has its designer reward (from :mod:`spade_envs.rewards`) and its
-  advantage ``A`` from :func:`~spade_envs.rewards.designer_advantages` (reward minus its skill's batch mean,
+- In the step that made them, each sample has its designer reward (from :mod:`spade_envs.design.rewards`) and its
+  advantage ``A`` from :func:`~spade_envs.design.rewards.designer_advantages` (reward minus its skill's batch mean,
   scale 1). Per skill, policy-gradient steps in natural-gradient form: over the skill's valid samples,
   ``mu_k += lr_mu * mean(A (x - m))`` and ``log s_k += lr_s * mean(A ((x - m)^2 / s_k^2 - 1)) / 2`` (then
   clipped to ``[designer_min_std, designer_max_std]``); over all its samples,
@@ -29,8 +29,8 @@ import math
 
 import numpy as np
 
+from spade_envs.envs.spec import EnvSpec
 from spade_envs.simulate.config import SimulationConfig
-from spade_envs.spec import EnvSpec
 
 __all__ = ["INVALID_CODES", "FixedPool", "GaussianDesigner", "sim_spec"]
 

@@ -9,12 +9,14 @@ plays_per_arm``):
    :meth:`Curriculum.design_skill` (the active skills in turn, as the recipe's design tasks); the designer stand-in
    proposes (positive exemplars from the real :meth:`EnvMemory.exemplars` pull the proposal when memory is on). A
    valid design is measured at once on ``G`` paired instances without the hint, with it and with the placebo (fresh
-   instances for the hinted arm when ``paired`` is off); its reward is :func:`~spade_envs.rewards.designer_reward`
-   on a :class:`~spade_envs.rewards.WindowStats` of those arms, as the recipe's reward manager scores it (the
-   skill's slow EMA as the design task saw it), and :func:`~spade_envs.rewards.credited_regret` is the regret
+   instances for the hinted arm when ``paired`` is off); its reward is
+   :func:`~spade_envs.design.rewards.designer_reward`
+   on a :class:`~spade_envs.design.rewards.WindowStats` of those arms, as the recipe's reward manager scores it (the
+   skill's slow EMA as the design task saw it), and :func:`~spade_envs.design.rewards.credited_regret` is the regret
    memory keeps. :meth:`Curriculum.register_design` admits it into memory and the next generation (at design time,
-   as in a run); an invalid design gets :func:`~spade_envs.rewards.failure_penalty`.
-   :func:`~spade_envs.rewards.designer_advantages` centres the step's rewards per skill and the designer takes its
+   as in a run); an invalid design gets :func:`~spade_envs.design.rewards.failure_penalty`.
+   :func:`~spade_envs.design.rewards.designer_advantages` centres the step's rewards per skill and the designer takes
+   its
    step (the recipe trains designer samples in the step that made them).
 2. **Play**: agent row ``s`` plays :meth:`Curriculum.agent_task` (live envs in turn, or a memory replay), ``G``
    sessions on one instance; :meth:`Curriculum.record_plays` reports them (:meth:`Curriculum.record_play` of each,
@@ -38,8 +40,8 @@ from typing import Any
 import numpy as np
 
 from spade_envs.curriculum import Curriculum, CurriculumConfig, seed_memory
-from spade_envs.memory import EnvMemory
-from spade_envs.rewards import (
+from spade_envs.design.memory import EnvMemory
+from spade_envs.design.rewards import (
     SkillEMA,
     WindowStats,
     credited_regret,

@@ -12,7 +12,7 @@ from transformers import AutoTokenizer
 import recipe.spade.agent_loops as loops
 from recipe.spade.cpu.tiny_model import build_tiny_qwen3
 from recipe.spade.reward_manager import designer_reward_config, score_sample
-from spade_envs.measure import measurement_seeds
+from spade_envs.design.measure import measurement_seeds
 
 
 @pytest.fixture(scope="module")

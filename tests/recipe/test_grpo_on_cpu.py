@@ -33,7 +33,7 @@ def test_three_grpo_steps_with_a_reference_model_keep_pruned_checkpoints_with_hf
     assert len(pins) == 2 and "trainer.max_actor_ckpt_to_keep=2" in pins
     ckpt = tmp_path / "ckpt"
     command = [
-        sys.executable, "-m", "recipe.spade.cpu.main_cpu",
+        sys.executable, "-m", "recipe.spade.laptop.main_cpu",
         f"spade_cpu.tiny_model_dir={tmp_path / 'model'}", f"spade_cpu.tiny_data_dir={tmp_path / 'data'}",
         "trainer.total_training_steps=3", "trainer.save_freq=1", f"trainer.default_local_dir={ckpt}",
         "actor_rollout_ref.actor.use_kl_loss=true", *pins,

@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 from recipe.spade.budget import budget_of
 from recipe.spade.env_pool import SpadeEnvPool
 from recipe.spade.reward_manager import designer_reward_config, score_sample
-from spade_envs.skills import SKILLS
+from spade_envs.envs.skills import SKILLS
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "examples" / "data" / "sample_corpus.jsonl"

@@ -12,9 +12,9 @@ from transformers import AutoTokenizer
 
 from recipe.spade.cpu.tiny_model import build_tiny_qwen3
 from recipe.spade.prompt_fit import fit_prompt
-from spade_envs.ast_hash import without_comments
 from spade_envs.builtin import builtin_source
-from spade_envs.prompts import Exemplar, designer_messages, exemplar_cuts, hint_messages
+from spade_envs.design.ast_hash import without_comments
+from spade_envs.design.prompts import Exemplar, designer_messages, exemplar_cuts, hint_messages
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -16,9 +16,9 @@ from recipe.spade.env_pool import BATCHES_FILE, POOL_STATE_FILES, RUN_FILES, Spa
 from recipe.spade.main_spade import prepare
 from recipe.spade.schedule import schedule_rows
 from recipe.spade.trainer import SpadeTrainer
+from spade_envs.browse.run_record import read_record
 from spade_envs.builtin import builtin_source
 from spade_envs.builtin.ladder import write_ladder_pool
-from spade_envs.run_record import read_record
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "recipe" / "spade" / "config"
 

@@ -1,6 +1,7 @@
 """The run's seed secret (``spade.seed_secret``) on the real env pool: drawn fresh, kept by checkpoints, pinnable.
 
-Issue 37, finding 2 (the red-team half is ``tests/spade_envs/test_redteam_seed_secret.py``): every seed is keyed by a
+Issue 37, finding 2 (the red-team half is ``tests/spade_envs/design/test_redteam_seed_secret.py``): every seed is keyed
+by a
 per-run secret env code never sees. A fresh start draws its own (two runs with the same ``spade.seed`` play other
 seeds), a resume restores the checkpoint's (it replays the crashed run's seeds), a pin reproduces a run exactly, and a
 checkpoint written before the secret existed resumes only with a pin, never silently on public seeds.

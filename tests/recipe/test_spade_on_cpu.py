@@ -18,7 +18,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from recipe.spade.cpu.scripted import SOAK_SEED_SECRET
-from spade_envs.run_record import read_record
+from spade_envs.browse.run_record import read_record
 
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "run_spade_tiny_cpu.sh"
 REFERENCE_POOL = Path(__file__).resolve().parents[1] / "spade_envs" / "data" / "reference_pool"

@@ -44,8 +44,8 @@ from recipe.spade.turns import play_turns
 from spade_envs.builtin import builtin_source
 from spade_envs.builtin.games.sequence_oracle import SequenceOracleEnv
 from spade_envs.builtin.tool_use.trip_booking import TripBookingEnv
-from spade_envs.contract import extract_command
-from spade_envs.prompts import agent_messages
+from spade_envs.envs.contract import extract_command
+from spade_envs.play.prompts import agent_messages
 from spade_envs.sandbox import AsyncSandboxEnv, SandboxConfig, WorkerPool
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "recipe" / "spade" / "config"

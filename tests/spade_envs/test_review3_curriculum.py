@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from spade_envs.browse.step_log import StepLogError
 from spade_envs.builtin import BUILTINS, builtin_spec
 from spade_envs.curriculum import Curriculum, CurriculumConfig, seed_memory
-from spade_envs.memory import EnvMemory, MemoryConfig
-from spade_envs.skills import SKILLS
-from spade_envs.step_log import StepLogError
+from spade_envs.design.memory import EnvMemory, MemoryConfig
+from spade_envs.envs.skills import SKILLS
 
 CONFIG = CurriculumConfig(setting="games", seed=0, regen_every=4, envs_per_regen=4, skills=tuple(SKILLS["games"]),
                           active_per_regen=None, memory_replay_fraction=0.0, use_memory=True, lp_fast_ema=0.98,

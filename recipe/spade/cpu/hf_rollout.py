@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import AsyncIterator, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import ray
@@ -22,7 +23,14 @@ from verl.workers.rollout.replica import RolloutReplica, TokenOutput
 
 from recipe.spade.cpu.hf_engine import BatchedGenerator, SamplingRequest
 
-__all__ = ["HFReplica", "HFRolloutServer", "HFServerAdapter", "server_name"]
+__all__ = [
+    "HFReplica",
+    "HFRolloutServer",
+    "HFServerAdapter",
+    "load_on_torch_thread",
+    "prepare_generation_threads",
+    "server_name",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -32,19 +40,52 @@ def server_name(replica_rank: int, kind: str = "", suffix: str = "") -> str:
     return f"hf_server_{kind + '_' if kind else ''}{replica_rank}_0{suffix}"
 
 
+def prepare_generation_threads(threads: int) -> None:
+    """Make the calling thread, the server's one torch thread, generate with ``threads`` torch threads at nice 0.
+
+    Ray starts its workers at nice 15 (``RAY_worker_niceness``), below its own raylet and GCS and every process of
+    the machine at the default 0: the server's OpenMP team then loses its CPUs mid-region and its other threads
+    wait at the barrier. Linux nice is per thread and a new thread inherits its creator's, so the team this thread
+    creates (at its first parallel region) inherits the priority set here. Lowering the nice value needs
+    ``CAP_SYS_NICE``; without it the server keeps Ray's and logs so.
+    """
+    torch.set_num_threads(max(1, threads))
+    if os.getpriority(os.PRIO_PROCESS, 0) > 0:
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, 0)  # PRIO_PROCESS with 0 is the calling thread on Linux
+        except PermissionError:
+            logger.warning("hf rollout: keeps Ray's nice %d (no CAP_SYS_NICE)", os.getpriority(os.PRIO_PROCESS, 0))
+
+
+def load_on_torch_thread(path: str, threads: int, trust_remote_code: bool = False) -> tuple[Any, ThreadPoolExecutor]:
+    """The fp32 model at ``path``, loaded on a new thread that then runs every torch call of the server.
+
+    That thread is prepared first (:func:`prepare_generation_threads`), so its one OpenMP team has the priority and
+    size set there; hand the executor to :class:`BatchedGenerator`.
+    """
+    from transformers import AutoModelForCausalLM
+
+    torch_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hf-torch")
+    torch_thread.submit(prepare_generation_threads, threads).result()
+    model = torch_thread.submit(
+        AutoModelForCausalLM.from_pretrained, path, dtype=torch.float32, attn_implementation="sdpa",
+        trust_remote_code=trust_remote_code,
+    ).result()  # fmt: skip
+    return model, torch_thread
+
+
 class HFRolloutServer:
     """One model served token-in/token-out. Runs as an async Ray actor; methods are called by name by verl."""
 
     def __init__(self, config: Any, model_config: Any, replica_rank: int = 0, max_batch: int = 32) -> None:
-        from transformers import AutoModelForCausalLM, GenerationConfig
+        from transformers import GenerationConfig
 
-        torch.set_num_threads(max(1, int(os.environ.get("HF_ROLLOUT_THREADS", "1"))))
         self.config = omega_conf_to_dataclass(config)
         self.model_config = model_config
         path = getattr(model_config, "local_path", None) or model_config.path
         trust = bool(getattr(model_config, "trust_remote_code", False))
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa",
-                                                     trust_remote_code=trust)  # fmt: skip
+        # every torch call of the server on one thread of its own: one OpenMP team (BatchedGenerator), at nice 0
+        model, torch_thread = load_on_torch_thread(path, int(os.environ.get("HF_ROLLOUT_THREADS", "1")), trust)
         gen = GenerationConfig.from_model_config(model.config)
         try:
             gen = GenerationConfig.from_pretrained(path)
@@ -56,7 +97,7 @@ class HFRolloutServer:
         # rollout.custom.hf_gather_s: how long a pending batch waits for the next request (BatchedGenerator)
         gather_s = float((self.config.custom or {}).get("hf_gather_s", 0.0))
         self.engine = BatchedGenerator(model, [e for e in eos if e is not None], pad, max_batch=max_batch,
-                                       gather_s=gather_s)  # fmt: skip
+                                       gather_s=gather_s, executor=torch_thread)  # fmt: skip
         self.replica_rank = replica_rank
         self.global_steps: int | None = None
         self.weight_version = 0
@@ -100,7 +141,7 @@ class HFRolloutServer:
 
     async def update_weights(self, state_dict: dict[str, torch.Tensor]) -> int:
         """Load a full state dict from the actor; returns the new weight version."""
-        self.engine.load_state_dict(state_dict, tied_embeddings=self.tied)
+        await self.engine.load_weights(state_dict, tied_embeddings=self.tied)
         self.weight_version += 1
         logger.info("hf rollout %d: loaded %d tensors (weight version %d)", self.replica_rank, len(state_dict),
                     self.weight_version)  # fmt: skip

@@ -1,6 +1,6 @@
 """The ladder stand-in designer (``rollout.name=hf_ladder``) for ``make learn MODE=spade``: SPADE's signal, real agent.
 
-A 135M model cannot write a valid environment (``recipe.spade.cpu.design_validity``), so to see the designer's
+A 135M model cannot write a valid environment (``recipe.spade.laptop.design_validity``), so to see the designer's
 reward respond to a *learning* agent the designs come from a stand-in: every designer prompt is answered with the
 source of a starter-ladder rung (``spade_envs/builtin/ladder``), the levels in turn (``rollout.custom.ladder_levels``:
 rung names, easiest first). With ``spade.envs_per_regen`` equal to the number of levels and ``spade.regen_every=1``,

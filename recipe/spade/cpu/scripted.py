@@ -19,7 +19,7 @@ from verl.workers.rollout.replica import TokenOutput
 
 from recipe.spade.cpu.hf_rollout import HFReplica, HFRolloutServer
 from spade_envs.builtin import BUILTINS, builtin_source
-from spade_envs.measure import training_seed
+from spade_envs.design.measure import training_seed
 
 __all__ = [
     "ScriptedDesignerReplica",
@@ -87,7 +87,7 @@ _SOAK_RUN_SEED = 0
 #: The seed secret soak runs pin (spade.seed_secret=SOAK_SEED_SECRET): public, so these envs can know their seeds.
 SOAK_SEED_SECRET = "50a4" * 16
 #: Seeds on which the soak's faulty envs misbehave: the agent's seeds of rows 0-15 of steps 1-9, recomputed as the
-#: env pool draws them (spade_envs.measure.training_seed) under the pinned secret. Training seeds look like
+#: env pool draws them (spade_envs.design.measure.training_seed) under the pinned secret. Training seeds look like
 #: measurement seeds (same hash, same range, same secret), so only such a list tells them apart; validation's and the
 #: measurement's seeds are (almost surely) not in it, so these envs are admitted and then fail while the agent plays.
 _FAULT_SEEDS = "(self._soak_seed or 0) in %r" % {

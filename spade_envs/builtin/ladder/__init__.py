@@ -16,8 +16,8 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-from spade_envs.loader import load_env_class
-from spade_envs.spec import EnvSpec
+from spade_envs.envs.loader import load_env_class
+from spade_envs.envs.spec import EnvSpec
 
 __all__ = ["LADDER", "Rung", "ladder_source", "ladder_spec", "load_rung", "write_ladder_pool"]
 

@@ -26,6 +26,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from spade_envs.design.extract import split_thinking
+from spade_envs.envs.llm import ChatClient, ChatError, ChatMisconfigured, ChatRefused
 from spade_envs.evaluation.records import Item, SampleRecord, Sampling
 from spade_envs.evaluation.suite import Suite
 from spade_envs.evaluation.suites.acebench_env import (
@@ -41,8 +43,6 @@ from spade_envs.evaluation.suites.acebench_env import (
     render_call,
 )
 from spade_envs.evaluation.suites.bfcl import reply_calls, result_messages, to_openai_tool
-from spade_envs.extract import split_thinking
-from spade_envs.llm import ChatClient, ChatError, ChatMisconfigured, ChatRefused
 
 __all__ = ["AceBenchAgentSuite", "UserSimulator"]
 

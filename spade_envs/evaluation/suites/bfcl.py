@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from spade_envs.envs.llm import ChatClient, ChatResult
 from spade_envs.evaluation.records import Item, SampleRecord, Sampling
 from spade_envs.evaluation.suite import MissingDependency, Suite
-from spade_envs.llm import ChatClient, ChatResult
 
 __all__ = [
     "CATEGORIES",

@@ -33,11 +33,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from spade_envs.envs.llm import ChatClient
 from spade_envs.evaluation.records import Item, SampleRecord, Sampling
 from spade_envs.evaluation.scorer_pool import ScorerRaised, ScorerTimeout, shared_pool
 from spade_envs.evaluation.suite import Suite
 from spade_envs.evaluation.suites.bfcl import _load_json_lines, bfcl_root, reply_calls, to_openai_tool
-from spade_envs.llm import ChatClient
 
 __all__ = ["LIVE", "NON_LIVE", "BfclLiveSuite", "BfclNonLiveSuite", "check_entry", "decoded_calls"]
 

@@ -20,12 +20,12 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+from spade_envs.envs.llm import ChatClient
 from spade_envs.evaluation.answers import extract_code
 from spade_envs.evaluation.code_runner import CODE_SANDBOX, ProgramTest, run_program
 from spade_envs.evaluation.records import Item, SampleRecord, Sampling
 from spade_envs.evaluation.suite import Suite
 from spade_envs.evaluation.suites.files import find_data_file, pick, read_rows
-from spade_envs.llm import ChatClient
 from spade_envs.sandbox import SandboxConfig, WorkerPool
 
 __all__ = ["LiveCodeBenchSuite", "decode_tests", "lcb_prompt"]

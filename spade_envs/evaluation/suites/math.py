@@ -5,11 +5,11 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+from spade_envs.envs.llm import ChatClient
 from spade_envs.evaluation.answers import choice_letter, math_check
 from spade_envs.evaluation.records import Item, SampleRecord, Sampling
 from spade_envs.evaluation.suite import Suite
 from spade_envs.evaluation.suites.files import find_data_file, pick, read_rows
-from spade_envs.llm import ChatClient
 
 __all__ = ["AimeSuite", "GpqaDiamondSuite", "gpqa_prompt", "math_prompt"]
 

@@ -29,13 +29,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from spade_envs.design.extract import split_thinking
+from spade_envs.envs.llm import ChatClient
 from spade_envs.evaluation.answers import last_boxed
 from spade_envs.evaluation.records import Item, SampleRecord, Sampling
 from spade_envs.evaluation.rg_split import MODULE_GROUPS, SPLITS, build_config, paper_split, rg_tasks
 from spade_envs.evaluation.scorer_pool import ScorerError, ScorerRaised, ScorerTimeout, shared_pool
 from spade_envs.evaluation.suite import MissingDependency, Suite
-from spade_envs.extract import split_thinking
-from spade_envs.llm import ChatClient
 
 __all__ = ["GROUPS", "ReasoningGymSuite", "rg_tasks"]
 

@@ -9,11 +9,11 @@ import shutil
 import pytest
 from eval_oracle import ACEBENCH, Oracle
 
+from spade_envs.envs.llm import ChatClient
 from spade_envs.evaluation import MissingEvalData, Sampling, run_suite
 from spade_envs.evaluation.cli import main
 from spade_envs.evaluation.suites.acebench import AceBenchAgentSuite
 from spade_envs.evaluation.suites.acebench_env import check_end_to_end, process_accuracy, required_paths
-from spade_envs.llm import ChatClient
 
 SAMPLING = Sampling(n_samples=2, temperature=0.0, top_p=1.0, max_tokens=64)
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import pytest
 from eval_oracle import ACEBENCH, Oracle
 
+from spade_envs.envs.llm import ChatClient
 from spade_envs.evaluation import Sampling, run_suite
 from spade_envs.evaluation.suites.acebench import AceBenchAgentSuite
 from spade_envs.evaluation.suites.acebench_env import Scenario, check_end_to_end, load_classes
-from spade_envs.llm import ChatClient
 
 CONFIG = {"BaseApi": {"wifi": True, "logged_in": True}}
 GOOD = ("add_note", {"title": "Call mom", "text": "Sunday"})

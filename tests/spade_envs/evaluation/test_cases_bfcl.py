@@ -12,9 +12,9 @@ import json
 import pytest
 from eval_oracle import gold_calls
 
+from spade_envs.envs.llm import ChatClient
 from spade_envs.evaluation import Sampling, run_suite
 from spade_envs.evaluation.suites.bfcl import BfclMultiTurnSuite
-from spade_envs.llm import ChatClient
 
 ENTRY = "multi_turn_base_1"  # GorillaFileSystem only; four turns
 

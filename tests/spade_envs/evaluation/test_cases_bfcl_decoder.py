@@ -19,11 +19,11 @@ import types
 import pytest
 from eval_oracle import bfcl_single_calls, gold_calls
 
+from spade_envs.envs.llm import ChatResult
 from spade_envs.evaluation import Sampling
 from spade_envs.evaluation.scorer_pool import shared_pool
 from spade_envs.evaluation.suites.bfcl import BfclMultiTurnSuite
 from spade_envs.evaluation.suites.bfcl_single import BfclLiveSuite, BfclNonLiveSuite, check_entry
-from spade_envs.llm import ChatResult
 
 QWEN = "bfcl_eval.model_handler.local_inference.qwen_fc"
 SAMPLING = Sampling(n_samples=1, temperature=0.0, top_p=1.0, max_tokens=4096)

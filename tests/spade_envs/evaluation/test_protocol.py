@@ -6,10 +6,10 @@ import json
 
 from eval_oracle import DATA, Oracle
 
+from spade_envs.envs.llm import ChatClient
 from spade_envs.evaluation import Sampling, run_suite
 from spade_envs.evaluation.cli import main
 from spade_envs.evaluation.suites.math import AimeSuite
-from spade_envs.llm import ChatClient
 
 
 def _lines(path):

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from eval_oracle import ACEBENCH, DATA, Oracle
 
+from spade_envs.envs.llm import ChatClient
 from spade_envs.evaluation import ResultStore, Sampling, run_suite
 from spade_envs.evaluation.cli import main
 from spade_envs.evaluation.suites.acebench import AceBenchAgentSuite
 from spade_envs.evaluation.suites.math import GpqaDiamondSuite
-from spade_envs.llm import ChatClient
 
 NOT_FOUND = json.dumps({"error": {"message": "The model `spade` does not exist.", "code": 404}})
 

@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from spade_envs.envs.llm import ChatClient
 from spade_envs.evaluation import Sampling, run_suite
 from spade_envs.evaluation.cli import main
 from spade_envs.evaluation.rg_gold import solve_rush_hour, suite_self_score
@@ -15,7 +16,6 @@ from spade_envs.evaluation.rg_split import SPLIT_FILE, SplitConfigError, parse_s
 from spade_envs.evaluation.scorer_pool import shared_pool
 from spade_envs.evaluation.suites import reasoning_gym
 from spade_envs.evaluation.suites.reasoning_gym import REDRAW_SEED_STEP, ReasoningGymSuite
-from spade_envs.llm import ChatClient
 
 #: SHA-256 of ``../shared/data/rg_hard_split.json``, the file the package ships a copy of.
 SPLIT_SHA256 = "989c13f4a51b39a547424bb4b7f8a2391602d832b4b4f5a2e5458d94daf76c5f"

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from eval_oracle import ACEBENCH, BFCL_IDS, BFCL_LIVE_IDS, BFCL_NON_LIVE_IDS, DATA, RG_TASKS, Oracle
 
+from spade_envs.envs.llm import ChatClient
 from spade_envs.evaluation import SUITES, Sampling, answers, run_suite
 from spade_envs.evaluation.cli import main
 from spade_envs.evaluation.scorer_pool import ScorerPool, ScorerRaised, ScorerTimeout
@@ -22,7 +23,6 @@ from spade_envs.evaluation.suites.bfcl import BfclMultiTurnSuite
 from spade_envs.evaluation.suites.bfcl_single import BfclLiveSuite, BfclNonLiveSuite
 from spade_envs.evaluation.suites.math import AimeSuite
 from spade_envs.evaluation.suites.reasoning_gym import ReasoningGymSuite
-from spade_envs.llm import ChatClient
 
 ROOT = Path(__file__).resolve().parents[3]
 HANG = r"\boxed{70^{70^{70}}}"  # math-verify would compute a number with ~10^129 digits

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from eval_oracle import ACEBENCH, BFCL_IDS, BFCL_LIVE_IDS, BFCL_NON_LIVE_IDS, DATA, RG_TASKS, Oracle
 
+from spade_envs.envs.llm import ChatClient
 from spade_envs.evaluation import SUITES, ResultStore, Sampling, run_suite
 from spade_envs.evaluation.cli import main
 from spade_envs.evaluation.suites.bfcl import BfclMultiTurnSuite
 from spade_envs.evaluation.suites.bfcl_single import BfclLiveSuite, BfclNonLiveSuite
 from spade_envs.evaluation.suites.math import AimeSuite
 from spade_envs.evaluation.suites.reasoning_gym import ReasoningGymSuite
-from spade_envs.llm import ChatClient
 
 ROOT = Path(__file__).resolve().parents[3]
 

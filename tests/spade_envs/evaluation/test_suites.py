@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 from eval_oracle import ACEBENCH, BFCL_IDS, BFCL_LIVE_IDS, BFCL_NON_LIVE_IDS, DATA, Oracle, rg_suites
 
+from spade_envs.envs.llm import ChatClient
 from spade_envs.evaluation import MissingEvalData, Sampling, run_suite
 from spade_envs.evaluation.suites.acebench import AceBenchAgentSuite
 from spade_envs.evaluation.suites.bfcl import BfclMultiTurnSuite
 from spade_envs.evaluation.suites.bfcl_single import BfclLiveSuite, BfclNonLiveSuite
 from spade_envs.evaluation.suites.livecodebench import LiveCodeBenchSuite
 from spade_envs.evaluation.suites.math import AimeSuite, GpqaDiamondSuite
-from spade_envs.llm import ChatClient
 
 
 @pytest.fixture(scope="module")

@@ -1380,7 +1380,7 @@ ATTACKS = [
         """
         # Patched at import time: the worker looks its checks up before it calls step.
         protocol = sys.modules["spade_envs.sandbox.protocol"]
-        sys.modules["spade_envs.contract"].check_step_output = lambda result: result
+        sys.modules["spade_envs.envs.contract"].check_step_output = lambda result: result
         encode = protocol.encode
         protocol.encode = lambda message: encode(message).replace(b'"REWARD"', b"1e999")
         return "won", "REWARD", True, False, {}
@@ -1391,7 +1391,7 @@ ATTACKS = [
     Attack(
         "patch_contract_to_send_bad_types",
         """
-        sys.modules["spade_envs.contract"].check_step_output = lambda result: result
+        sys.modules["spade_envs.envs.contract"].check_step_output = lambda result: result
         return "won", True, 1, "no", []
         """,
         raises((SandboxError, ValueError), "reward must be a finite number"),

@@ -6,7 +6,8 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from spade_envs.builtin import builtin_source
-from spade_envs.episode import play, solution_policy
+from spade_envs.envs.episode import play, solution_policy
+from spade_envs.envs.tooluse import tool_call
 from spade_envs.sandbox import (
     AsyncSandboxEnv,
     EnvRaised,
@@ -18,7 +19,6 @@ from spade_envs.sandbox import (
     WorkerPool,
     probe_isolation,
 )
-from spade_envs.tooluse import tool_call
 
 CONFIG = SandboxConfig(call_timeout_s=4.0, soft_timeout_s=1.0, pool_size=2, max_workers=16)
 

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spade_envs.failures import FAILURE_CODES
+from spade_envs.envs.failures import FAILURE_CODES
 from spade_envs.sandbox import RemoteEnv, SandboxConfig, SandboxError, WorkerPool, probe_isolation
 from spade_envs.sandbox.errors import SANDBOX_FAILURE_CODES, SandboxUnavailable
 from spade_envs.sandbox.process import Worker

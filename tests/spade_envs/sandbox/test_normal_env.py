@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from spade_envs.builtin import BUILTINS, builtin_source, load_builtin
-from spade_envs.contract import is_win, outcome_reward
-from spade_envs.gym_adapter import TextEnv
+from spade_envs.envs.contract import is_win, outcome_reward
+from spade_envs.envs.gym_adapter import TextEnv
 from spade_envs.sandbox import (
     ISOLATION_LEVELS,
     AsyncSandboxEnv,

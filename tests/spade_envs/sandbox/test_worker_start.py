@@ -141,7 +141,7 @@ def test_a_worker_that_cannot_harden_itself_is_a_machine_fault() -> None:
     env): it was an ``EnvRaised``, scored ``construct_failed`` against whichever design asked for the worker."""
     import resource
 
-    from spade_envs.failures import fault_code
+    from spade_envs.envs.failures import fault_code
     from spade_envs.sandbox.errors import SandboxUnavailable
     from spade_envs.sandbox.process import Worker
 
