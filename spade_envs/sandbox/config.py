@@ -56,9 +56,10 @@ class SandboxConfig:
             50 us env's step took 170-235 us without it, 270-360 us with 100-300 us of spin, while a trivial step
             was ~20-40 us faster with it. Not used while the worker follows the caller's CPU (below).
         follow_caller_cpu: before each request the host pins the worker's main thread to the CPU the calling
-            thread runs on, and the worker restores its own CPUs once awake (``affinity.py``): both wake-ups of a
-            call stay on one CPU. On a 2-vCPU VM a pipe round trip took 58 us across vCPUs and 3 us on one. Off
-            where the host may not set the worker's affinity (a root host without ``CAP_SYS_NICE``).
+            thread runs on when that has answered faster for this worker (``affinity.py``, ``waiting.py``), so both
+            wake-ups of a call stay on one CPU: a pipe round trip took 58 us across a 2-vCPU VM's vCPUs and 3 us on
+            one. Off by default: on a busy host it cut a step by ~40%, but on an idle one it cost ~15% of round-robin
+            throughput and raised the SPADE step's sandbox share from 0.27 to 0.42 (docs/sandbox.md, "Speed").
     """
 
     isolation: str = "auto"
@@ -83,7 +84,7 @@ class SandboxConfig:
     scratch_files: int = 1024
     preload_numpy: bool = True
     reply_spin_us: int = 100
-    follow_caller_cpu: bool = True
+    follow_caller_cpu: bool = False
 
     def __post_init__(self) -> None:
         if self.isolation not in ("auto", *ISOLATION_LEVELS):

@@ -46,7 +46,7 @@ class AffinityEnv:
 
 @pytest.fixture(params=LEVELS)
 def worker(request):
-    config = SandboxConfig(isolation=request.param, pool_size=0, preload_numpy=False)
+    config = SandboxConfig(isolation=request.param, pool_size=0, preload_numpy=False, follow_caller_cpu=True)
     worker = Worker(config, request.param)
     try:
         worker.call("init", source=AFFINITY_ENV)
