@@ -51,7 +51,7 @@ def cut_after(path: str | os.PathLike[str], key: str, last: int) -> list[int]:
         is_last = lineno == len(parts)
         try:
             row = json.loads(line)
-        except json.JSONDecodeError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: deep nesting; ValueError: a 4300+ digit int
             if not is_last:
                 raise StepLogError(f"{path}:{lineno}: not valid JSON ({exc}); {_FIX}") from exc
             logger.warning("spade: %s:%d: dropped an unfinished last line (%d characters; a crash during the append): "

@@ -13,7 +13,8 @@ downloaded), limited to letters and to these scripts:
   ``ɑ``, ``ɡ``, small capitals ``ᴄ ᴏ ᴜ ᴠ ᴡ ᴢ``);
 - beyond TR39 (whose skeletons keep them apart): the other Latin small capitals (``ᴀ ʙ ᴅ ... ᴛ``), Latin letters
   with a stroke (``ø ł đ ħ ŧ ƀ ɨ ƶ ǥ ɉ``) and with any accent (``ó í š``: the combining marks after a Latin letter
-  are dropped), and format characters inside a word (zero-width space, soft hyphen, direction marks: dropped);
+  are dropped), and format characters inside a word (zero-width space, soft hyphen, direction marks, Hangul
+  fillers: dropped);
 - fullwidth and mathematical letters (``ｓ``, ``𝐬``, ``𝚨``) are NFKC's, applied in between.
 
 Differences from TR39, on purpose: ASCII itself is never re-read (``rn`` stays ``rn``, ``l``, ``I``, ``1``, ``0``
@@ -87,8 +88,9 @@ LOOKALIKES: dict[str, str] = {
 LOOKALIKES |= {chr(cp).lower(): latin.lower() for cp, latin in _CHEROKEE.items()}
 LOOKALIKES["\uab81"] = "r"  # a Cherokee small letter whose capital looks like no Latin one
 _ELL = {chr(cp): "l" for cp in _I_SHAPED}
-#: Default-ignorable marks that are no format character: combining grapheme joiner, variation selectors.
-_IGNORABLE_MARKS = frozenset([0x034F, *range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0)])
+#: Default-ignorable code points that are no format character: combining grapheme joiner, variation selectors, and
+#: the Hangul fillers (letters that render as nothing: ``s\u3164wordfish`` reads as swordfish).
+_IGNORABLE_MARKS = frozenset([0x034F, 0x115F, 0x1160, 0x3164, 0xFFA0, *range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0)])
 
 
 def _map(text: str, table: dict[str, str]) -> str:
