@@ -1,6 +1,7 @@
 """Run untrusted environment code in killable, isolated worker processes (see ``docs/sandbox.md``)."""
 
-from spade_envs.sandbox.client import AsyncSandboxEnv, RemoteEnv, SandboxedEnv
+from spade_envs.sandbox.batch import call_many
+from spade_envs.sandbox.client import AsyncSandboxEnv, RemoteEnv, SandboxedEnv, step_all
 from spade_envs.sandbox.config import ISOLATION_LEVELS, SandboxConfig
 from spade_envs.sandbox.errors import (
     SANDBOX_FAILURE_CODES,
@@ -29,5 +30,7 @@ __all__ = [
     "SandboxUnavailable",
     "SandboxedEnv",
     "WorkerPool",
+    "call_many",
     "probe_isolation",
+    "step_all",
 ]

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections.abc import Sequence
 from typing import Any
 
 from spade_envs.envs.contract import StepResult
 from spade_envs.envs.gym_adapter import TextEnv
-from spade_envs.sandbox.errors import SandboxUnavailable
+from spade_envs.sandbox.batch import call_many
+from spade_envs.sandbox.errors import SandboxError, SandboxUnavailable
 from spade_envs.sandbox.pool import WorkerPool, shielded
 from spade_envs.sandbox.process import Worker
 
-__all__ = ["AsyncSandboxEnv", "RemoteEnv", "SandboxedEnv"]
+__all__ = ["AsyncSandboxEnv", "RemoteEnv", "SandboxedEnv", "step_all"]
 
 
 class RemoteEnv:
@@ -67,6 +69,18 @@ class RemoteEnv:
 
     def close(self) -> None:
         self.pool.release(self.worker)
+
+
+def step_all(envs: Sequence[RemoteEnv], actions: Sequence[str]) -> list[StepResult | SandboxError]:
+    """``env.step(action)`` for every pair at once (:func:`~spade_envs.sandbox.batch.call_many`), in order.
+
+    A step that failed holds its :class:`SandboxError` (its worker is then dead, as after a failed ``step``); the
+    others are unaffected.
+    """
+    if len(envs) != len(actions):
+        raise ValueError(f"step_all: {len(envs)} envs but {len(actions)} actions")
+    results = call_many([(env.worker, "step", {"action": action}) for env, action in zip(envs, actions)])
+    return [r if isinstance(r, SandboxError) else env._checked(r) for env, r in zip(envs, results)]
 
 
 class SandboxedEnv(TextEnv):

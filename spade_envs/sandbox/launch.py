@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
 import queue
 import shutil
@@ -42,6 +43,7 @@ __all__ = [
     "read_only_paths",
     "spawn",
     "split_readable",
+    "worker_command",
 ]
 
 ROOT = str(Path(__file__).resolve().parents[2])
@@ -56,6 +58,36 @@ def python_command(config_json: str) -> tuple[list[str], dict[str, str]]:
     """The worker's command line and the complete environment it starts with."""
     flags = ["-S", "-P"] if sys.version_info >= (3, 11) else ["-S"]  # 3.10: the worker drops its own directory
     return [sys.executable, *flags, WORKER_SCRIPT, config_json], {"PYTHONHASHSEED": HASH_SEED}
+
+
+def worker_command(config: Any, level: str, req_r: int, resp_w: int, scratch: str, scratch_mounted: bool,
+                   uid: int | None, warm: bool) -> tuple[list[str], dict[str, str]]:  # fmt: skip
+    """The command line and environment of one worker at ``level`` (a ``SandboxConfig``'s limits, its pipe fds)."""
+    worker_cfg = {
+        "rfd": req_r,
+        "wfd": resp_w,
+        "level": level,
+        "root": ROOT,
+        "scratch": scratch,
+        "uid": uid,
+        "host_pid": None if level == "bwrap" else os.getpid(),  # inside bwrap the parent is bwrap itself
+        "read_only": list(landlock_paths()[0]) if level == "landlock" else read_only_paths(),
+        "list_only": list(landlock_paths()[1]) if level == "landlock" else [],
+        "bound": read_only_paths(),  # what the uid must reach (the few roots, not Landlock's carved list)
+        "site_packages": site_packages(),
+        "soft_timeout_s": config.soft_timeout_s,
+        "max_request_bytes": config.max_request_bytes,
+        "max_observation_chars": config.max_observation_chars,
+        "preload_numpy": config.preload_numpy,
+        "warm": warm,
+        "limits": {"memory_mb": config.memory_mb, "cpu_s": config.episode_cpu_s,
+                   "file_size_mb": config.file_size_mb, "open_files": config.open_files,
+                   "processes": config.processes},
+    }  # fmt: skip
+    cmd, env = python_command(json.dumps(worker_cfg))
+    if level == "bwrap":  # bwrap starts with an empty environment (/proc/1/environ shows it) and sets the child's
+        cmd, env = bwrap_prefix(scratch, scratch_mounted, config.scratch_mb, uid is not None) + cmd, {}
+    return cmd, env
 
 
 def site_packages() -> list[str]:

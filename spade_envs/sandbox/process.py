@@ -7,13 +7,12 @@ killed (its whole process group) and must not be used again.
 
 from __future__ import annotations
 
-import json
 import os
 import select
 import signal
 import subprocess
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from spade_envs.envs.failures import FAILURE_CODES
 from spade_envs.sandbox import protocol
@@ -30,26 +29,28 @@ from spade_envs.sandbox.errors import (
     SandboxError,
     SandboxUnavailable,
 )
-from spade_envs.sandbox.launch import (
-    ROOT,
-    bwrap_prefix,
-    landlock_paths,
-    python_command,
-    read_only_paths,
-    site_packages,
-    spawn,
-)
+from spade_envs.sandbox.launch import bwrap_prefix, read_only_paths, spawn, worker_command
 from spade_envs.sandbox.reaping import await_exit, become_subreaper, reap_orphans
 from spade_envs.sandbox.replies import MAX_DEPTH, BadReply, check_json, check_result
 from spade_envs.sandbox.scratch import Scratch
 from spade_envs.sandbox.uids import UidLease, lease_uid
 from spade_envs.sandbox.waiting import ReplyWait
 
-__all__ = ["Worker", "become_subreaper", "reap_orphans"]
+__all__ = ["PendingCall", "Worker", "become_subreaper", "reap_orphans"]
 
 # Kept for callers and tests that imported them from here.
 _read_only_paths = read_only_paths
 _bwrap_prefix = bwrap_prefix
+
+
+class PendingCall(NamedTuple):
+    """A request sent by :meth:`Worker.begin` whose reply :meth:`Worker.finish` has not read yet."""
+
+    op: str
+    seq: int
+    deadline: float  # time.monotonic() by which the reply must be in
+    timeout_code: str
+    started: float
 
 
 #: A reply read in at least this many pieces must average ``TRICKLE_PIECE_BYTES`` per piece, else it is refused
@@ -77,6 +78,7 @@ class Worker:
         self.busy_s = 0.0  # wall time spent in calls: the episode's budget is config.episode_wall_s
         self.reply_bytes = 0  # bytes of replies since the last reset: the budget is config.max_episode_reply_bytes
         self._seq = 0
+        self._pending: PendingCall | None = None
         self._buffer = b""
         self._fds: list[int] = []
         self._cgroup: PidsCgroup | None = None
@@ -109,7 +111,10 @@ class Worker:
         self._resp_r, resp_w = os.pipe()
         self._fds += [self._resp_r, resp_w]
         try:  # the worker's ends of the pipes are closed here once it has them (or could not start)
-            cmd, env = self._command(req_r, resp_w)
+            uid = self._uid.uid if self._uid is not None else None
+            cmd, env = worker_command(config, level, req_r, resp_w, self.scratch, self._scratch.mounted, uid,
+                                      self.warm)  # fmt: skip
+            cmd = self._cgroup.wrap(cmd) if self._cgroup is not None else cmd
             self.proc = spawn(
                 cmd, pass_fds=(req_r, resp_w), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL, start_new_session=True, env=env, close_fds=True,
@@ -155,35 +160,6 @@ class Worker:
             return
         self._wait.follow(CpuFollower(pid, pidfd))
 
-    def _command(self, req_r: int, resp_w: int) -> tuple[list[str], dict[str, str]]:
-        config, level = self.config, self.level
-        worker_cfg = {
-            "rfd": req_r,
-            "wfd": resp_w,
-            "level": level,
-            "root": ROOT,
-            "scratch": self.scratch,
-            "uid": self._uid.uid if self._uid is not None else None,
-            "host_pid": None if level == "bwrap" else os.getpid(),  # inside bwrap the parent is bwrap itself
-            "read_only": list(landlock_paths()[0]) if level == "landlock" else read_only_paths(),
-            "list_only": list(landlock_paths()[1]) if level == "landlock" else [],
-            "bound": read_only_paths(),  # what the uid must reach (the few roots, not Landlock's carved list)
-            "site_packages": site_packages(),
-            "soft_timeout_s": config.soft_timeout_s,
-            "max_request_bytes": config.max_request_bytes,
-            "max_observation_chars": config.max_observation_chars,
-            "preload_numpy": config.preload_numpy,
-            "warm": self.warm,
-            "limits": {"memory_mb": config.memory_mb, "cpu_s": config.episode_cpu_s,
-                       "file_size_mb": config.file_size_mb, "open_files": config.open_files,
-                       "processes": config.processes},
-        }  # fmt: skip
-        cmd, env = python_command(json.dumps(worker_cfg))
-        if level == "bwrap":  # bwrap starts with an empty environment (/proc/1/environ shows it) and sets the child's
-            prefix = bwrap_prefix(self.scratch, self._scratch.mounted, config.scratch_mb, self._uid is not None)
-            cmd, env = prefix + cmd, {}
-        return (self._cgroup.wrap(cmd) if self._cgroup is not None else cmd), env
-
     # -- calls ----------------------------------------------------------------------------------------------------
     def call(self, op: str, timeout: float | None = None, **payload: Any) -> Any:
         """Send one request and return its checked result, or raise a typed :class:`SandboxError`.
@@ -192,12 +168,25 @@ class Worker:
         :class:`OutputTooLarge` for one string. The call's deadline is ``timeout`` (default ``call_timeout_s``) or
         what is left of the episode's wall-clock budget, whichever comes first.
         """
+        return self.finish(self.begin(op, timeout, payload))
+
+    def begin(self, op: str, timeout: float | None = None, payload: dict[str, Any] | None = None,
+              *, pin: bool = True) -> PendingCall:  # fmt: skip
+        """The first half of :meth:`call`: check and send the request; :meth:`finish` reads the reply.
+
+        Between the two the worker runs while the host does other work (``batch.call_many`` keeps many workers
+        busy from one thread this way). One call at a time: a second ``begin`` before ``finish`` kills the worker.
+        ``pin=False``: never pin the worker to this thread's CPU for this call (a batch has many on one thread).
+        """
         if self.dead:
             raise EnvCrashed(
                 f"worker {self.proc.pid if self.proc else '?'} is no longer usable", code="worker_unusable"
             )
+        if self._pending is not None:
+            self._fail(ProtocolViolation(f"{op} sent while a {self._pending.op} call is pending",
+                                         code="host_check_failed"))  # fmt: skip
         try:
-            data = protocol.encode({"seq": self._seq + 1, "op": op, **payload})
+            data = protocol.encode({"seq": self._seq + 1, "op": op, **(payload or {})})
         except (TypeError, ValueError) as exc:  # e.g. NaN in tool arguments parsed from agent text; worker untouched
             raise ProtocolViolation(f"{op} request cannot be sent as JSON: {exc}"[:500], code="bad_request") from exc
         if len(data) > self.config.max_request_bytes:
@@ -218,20 +207,41 @@ class Worker:
             if op == "reset":
                 self.reply_bytes = 0
             deadline = started + min(limit, left)
-            self._wait.before_request()
+            self._wait.before_request(pin)
             self._write(data, deadline, op, timeout_code)
-            return self._read_reply(self._seq, deadline, op, timeout_code)
-        except SandboxError:
+        except BaseException as exc:
+            self.busy_s += time.monotonic() - started
+            self._unforeseen(op, exc)
             raise
-        except Exception as exc:  # an unforeseen failure on the host's side: never leave a half-used worker
-            self.kill()
-            raise ProtocolViolation(f"{op}: checking the reply failed: {type(exc).__name__}: {exc}"[:2000],
-                                    code="host_check_failed") from exc  # fmt: skip
-        except BaseException:
-            self.kill()
+        self._pending = PendingCall(op, self._seq, deadline, timeout_code, started)
+        return self._pending
+
+    def finish(self, pending: PendingCall) -> Any:
+        """The second half of :meth:`call`: wait for, read and check the reply to ``pending`` (from :meth:`begin`)."""
+        if pending is not self._pending:
+            self._fail(ProtocolViolation(f"finish of a {pending.op} call not pending", code="host_check_failed"))
+        self._pending = None
+        try:
+            return self._read_reply(pending.seq, pending.deadline, pending.op, pending.timeout_code)
+        except BaseException as exc:
+            self._unforeseen(pending.op, exc)
             raise
         finally:
-            self.busy_s += time.monotonic() - started
+            self.busy_s += time.monotonic() - pending.started
+
+    def _unforeseen(self, op: str, exc: BaseException) -> None:
+        """After a call failed: a typed error passes; anything else (a host-side bug, an interrupt) kills the worker."""
+        if isinstance(exc, SandboxError):
+            return
+        self.kill()  # never leave a half-used worker
+        if isinstance(exc, Exception):
+            raise ProtocolViolation(f"{op}: checking the reply failed: {type(exc).__name__}: {exc}"[:2000],
+                                    code="host_check_failed") from exc  # fmt: skip
+
+    @property
+    def reply_fd(self) -> int:
+        """The reply pipe's read end (readable once a reply, or the worker's death, is there): for ``poll``."""
+        return self._resp_r
 
     def _write(self, data: bytes, deadline: float, op: str, timeout_code: str) -> None:
         view = memoryview(data)

@@ -63,12 +63,18 @@ class ReplyWait:
         self._alive = not events
         return any(fd == self.resp_r for fd, _ in events)
 
-    def before_request(self) -> None:
-        """Pin the worker to this thread's CPU, or give it its CPUs back, whichever has been faster for it."""
+    def before_request(self, pin: bool = True) -> None:
+        """Pin the worker to this thread's CPU, or give it its CPUs back, whichever has been faster for it.
+
+        ``pin=False`` (a batch of calls from one thread): not pinned, and this call's wait is not counted.
+        """
         follower = self.follower
         self._started = time.perf_counter()
-        if follower is None or not follower.enabled:
+        if follower is None or not follower.enabled or not pin:
             self.pinned = False
+            if follower is not None and follower.enabled and not pin:
+                follower.release()
+                self._way = -1
             return
         self._calls += 1
         free, pinned = self._wait_us
@@ -86,7 +92,7 @@ class ReplyWait:
 
     def replied(self) -> None:
         """Count this call's wait (request written until the reply was readable) for the way it waited."""
-        if self.follower is None:
+        if self.follower is None or self._way < 0:
             return
         us = 1e6 * (time.perf_counter() - self._started)
         old = self._wait_us[self._way]
