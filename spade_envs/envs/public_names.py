@@ -9,7 +9,6 @@ that same module object (never a second copy, so ``isinstance`` checks hold), lo
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import sys
 from importlib.machinery import ModuleSpec
 from types import ModuleType
@@ -20,7 +19,13 @@ __all__ = ["PUBLIC_NAMES", "install"]
 PUBLIC_NAMES: dict[str, str] = {"spade_envs.tooluse": "spade_envs.envs.tooluse"}
 
 
-class _PublicNameFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+class _PublicNameFinder:
+    """A meta-path finder and its loader: the import system's protocols, duck-typed.
+
+    Subclassing ``importlib.abc``'s classes would pull ``importlib.resources``, ``pathlib`` and ``tempfile`` into
+    every sandbox worker's start (~8 ms of a cold start, issue 39).
+    """
+
     def find_spec(self, fullname: str, path: object = None, target: object = None) -> ModuleSpec | None:
         if fullname not in PUBLIC_NAMES:
             return None

@@ -2,10 +2,13 @@
 
 RLIMIT_NPROC does not bind a process whose uid is host root (the kernel exempts it), and that is what a bubblewrap
 sandbox started by a root trainer runs as; a ``pids.max`` does bind it. The worker's launcher joins the cgroup
-before it execs bubblewrap or the interpreter (``sh -c 'echo $$ > cgroup.procs; exec ...'``), so every process
-and thread of the worker is counted from its first instruction. Where no pids controller is writable (an
-unprivileged host without cgroup delegation) workers run without it, and the per-level limits in
-``docs/sandbox.md`` apply.
+before it execs bubblewrap or the interpreter (``sh -c 'echo 0 > tasks; exec ...'``), so every process and
+thread of the worker is counted from its first instruction. On cgroup v1 the shell moves its one thread through
+``tasks``: moving a whole process through ``cgroup.procs`` takes the kernel's global threadgroup lock, whose
+write side waits out an RCU grace period (10-20 ms per worker start, issue 39); a single thread moving itself
+skips that lock, and a single-threaded shell is the whole process. cgroup v2 has no ``tasks``: ``cgroup.procs``.
+Where no pids controller is writable (an unprivileged host without cgroup delegation) workers run without it, and
+the per-level limits in ``docs/sandbox.md`` apply.
 """
 
 from __future__ import annotations
@@ -121,6 +124,9 @@ class PidsCgroup:
 
     def wrap(self, cmd: list[str]) -> list[str]:
         """``cmd`` run by a shell that first moves itself into this cgroup (its children inherit it), then execs."""
+        tasks = os.path.join(self.path, "tasks")  # cgroup v1: "0" moves the writing thread, without the global lock
+        if os.path.exists(tasks):
+            return ["/bin/sh", "-c", 'echo 0 > "$0" && exec "$@"', tasks, *cmd]
         return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', os.path.join(self.path, "cgroup.procs"), *cmd]
 
     def remove(self) -> None:
