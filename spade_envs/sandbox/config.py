@@ -55,6 +55,9 @@ class SandboxConfig:
             call). A spin helps replies faster than it and takes the core from a slower worker: on a 2-vCPU VM a
             50 us env's step took 170-235 us without it, 270-360 us with 100-300 us of spin, while a trivial step
             was ~20-40 us faster with it. Not used while the worker follows the caller's CPU (below).
+        request_spin_us: how long a worker busy-polls for its next request after sending a reply, used only while
+            its recent requests came within it (0 never spins; otherwise it tries again every 8th request), so the
+            host's write finds it awake instead of waking a halted CPU (worker.py, ``_RequestWait``).
         follow_caller_cpu: before each request the host pins the worker's main thread to the CPU the calling
             thread runs on when that has answered faster for this worker (``affinity.py``, ``waiting.py``), so both
             wake-ups of a call stay on one CPU: a pipe round trip took 58 us across a 2-vCPU VM's vCPUs and 3 us on
@@ -84,6 +87,7 @@ class SandboxConfig:
     scratch_files: int = 1024
     preload_numpy: bool = True
     reply_spin_us: int = 100
+    request_spin_us: int = 60
     follow_caller_cpu: bool = False
 
     def __post_init__(self) -> None:
@@ -95,10 +99,10 @@ class SandboxConfig:
                 isinstance(value, (int, float))
                 and not isinstance(value, bool)
                 and value <= 0
-                and f.name not in ("pool_size", "pool_max_ready", "reply_spin_us")
+                and f.name not in ("pool_size", "pool_max_ready", "reply_spin_us", "request_spin_us")
             ):
                 raise ValueError(f"{f.name} must be positive, got {value!r}")
-        for name in ("pool_size", "pool_max_ready", "reply_spin_us"):
+        for name in ("pool_size", "pool_max_ready", "reply_spin_us", "request_spin_us"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.preload_numpy and self.memory_mb < MIN_MEMORY_MB_WITH_NUMPY:  # numpy is imported under the limit

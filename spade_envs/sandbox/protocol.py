@@ -24,7 +24,11 @@ class BadOutput(ValueError):
 
 def encode(message: dict[str, Any]) -> bytes:
     """One compact JSON line; NaN and infinities are refused (scrub them first)."""
-    return json.dumps(message, separators=(",", ":"), allow_nan=False).encode("utf-8") + b"\n"
+    return _ENCODER.encode(message).encode("utf-8") + b"\n"
+
+
+# One encoder for every message: ``json.dumps`` with any non-default option builds a new one per call (~1 us).
+_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 
 
 def decode(line: bytes) -> dict[str, Any]:

@@ -1367,10 +1367,12 @@ ATTACKS = [
     Attack(
         "patch_isfinite_and_json_to_send_nan",
         """
-        import json, math
+        import json, math, sys
         math.isfinite = lambda x: True
         dumps = json.dumps
         json.dumps = lambda *a, **k: dumps(*a, **{**k, "allow_nan": True})
+        # the worker encodes with one shared encoder (issue 39): replace it with one that writes NaN
+        sys.modules["spade_envs.sandbox.protocol"]._ENCODER = json.JSONEncoder(separators=(",", ":"))
         return "won", float("nan"), True, False, {"inf": float("inf")}
         """,
         raises(ProtocolViolation, "NaN", alive=False),
