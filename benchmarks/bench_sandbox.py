@@ -168,6 +168,7 @@ class Settings:
     part_steps: int = 2000  # by-hand step round trips per (env, level) for the per-part rows
     episodes: int = 10  # episodes per level for the per-part episode rows
     episode_steps: int = 20
+    sandbox: dict[str, Any] = field(default_factory=dict)  # SandboxConfig fields set for every pool (``--set``)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -420,7 +421,7 @@ def _live_envs(level: str, source: str, settings: Settings) -> list[dict[str, An
         notes.append(f"K={k} needs fds past 1024, where select() fails; capped")
         k = (1024 - 64) // 2
     _raise_fd_limit()
-    config = SandboxConfig(isolation=level, pool_size=2, max_workers=k + 2)
+    config = SandboxConfig(**{**settings.sandbox, "isolation": level, "pool_size": 2, "max_workers": k + 2})
     envs: list[RemoteEnv] = []
     margin = 2 * GIB
     with WorkerPool(config) as pool:
@@ -626,7 +627,8 @@ def run(settings: Settings, log: Callable[[str], None] = lambda _msg: None) -> d
             usable.append(level)
         else:
             rows.append(_row("(level unavailable)", level, notes=why))
-    pools = {level: WorkerPool(SandboxConfig(isolation=level, pool_size=2)) for level in usable}
+    configs = {level: SandboxConfig(**{**settings.sandbox, "isolation": level, "pool_size": 2}) for level in usable}
+    pools = {level: WorkerPool(config) for level, config in configs.items()}
     try:
         log(f"step round trip: in-process and {', '.join(usable) or 'no sandbox level'}, interleaved")
         steps = _step_round_trips(sources, pools, settings.steps, settings.warmup, settings.step_blocks)
@@ -766,8 +768,20 @@ def main(argv: Iterable[str] | None = None) -> int:
     parser.add_argument("--memory-level", choices=ISOLATION_LEVELS, help="level of the K live envs (default: auto)")
     parser.add_argument("--cpus", type=int, nargs="+", help="pin this process and its workers to these CPUs")
     parser.add_argument("--json", metavar="PATH", help="also save the report as JSON")
+    parser.add_argument("--set", metavar="FIELD=VALUE", nargs="+", default=[],
+                        help="SandboxConfig fields for every pool, e.g. request_spin_us=0 (A/B runs)")  # fmt: skip
     args = parser.parse_args(list(argv) if argv is not None else None)
-    overrides: dict[str, Any] = {"levels": tuple(args.levels), "memory_level": args.memory_level}
+    sandbox = {}
+    for item in args.set:
+        name, sep, value = item.partition("=")
+        if not sep:
+            parser.error(f"--set takes FIELD=VALUE, got {item!r}")
+        sandbox[name] = json.loads(value) if value not in ("", "auto") else value
+    try:
+        SandboxConfig.from_dict(sandbox)  # unknown fields and bad values fail here, naming the known ones
+    except (TypeError, ValueError) as exc:
+        parser.error(f"--set: {exc}")
+    overrides: dict[str, Any] = {"levels": tuple(args.levels), "memory_level": args.memory_level, "sandbox": sandbox}
     if args.steps:
         overrides["steps"] = args.steps
     if args.envs is not None:
