@@ -469,7 +469,8 @@ def _live_envs(level: str, source: str, settings: Settings) -> list[dict[str, An
             )
             rows.append(_throughput(envs, level, settings.throughput_s))
             rows.append(_throughput_batched(envs, level, settings.throughput_s))
-            rows.append(_throughput_async(envs, pool, level, settings.throughput_s))
+            rows.append(_throughput_async(envs, pool, level, settings.throughput_s, dispatcher=True))
+            rows.append(_throughput_async(envs, pool, level, settings.throughput_s, dispatcher=False))
         finally:
             for env in envs:
                 env.close()
@@ -538,9 +539,15 @@ def _throughput_batched(envs: list[RemoteEnv], level: str, seconds: float) -> di
     )
 
 
-def _throughput_async(envs: list[RemoteEnv], pool: WorkerPool, level: str, seconds: float) -> dict[str, Any]:
-    """The same round-robin through the asyncio client the recipe's agent loops use: each round one ``gather``."""
-    clients = [AsyncSandboxEnv(env, pool.executor) for env in envs]
+def _throughput_async(
+    envs: list[RemoteEnv], pool: WorkerPool, level: str, seconds: float, dispatcher: bool
+) -> dict[str, Any]:
+    """The same round-robin through the asyncio client the recipe's agent loops use: each round one ``gather``.
+
+    ``dispatcher``: calls through the pool's I/O thread (the client's way); else one executor thread per call (the
+    client's way before issue 39), for comparison in the same run.
+    """
+    clients = [AsyncSandboxEnv(env, pool.executor, pool.dispatcher if dispatcher else None) for env in envs]
 
     async def rounds() -> tuple[list[float], float]:
         await asyncio.gather(*(c.step(ACTIONS[0]) for c in clients))  # warm-up round (starts the threads)
@@ -559,13 +566,13 @@ def _throughput_async(envs: list[RemoteEnv], pool: WorkerPool, level: str, secon
         samples, elapsed = asyncio.run(rounds())
     rate = len(samples) * len(envs) / elapsed
     return _row(
-        f"throughput, {len(envs)} envs, AsyncSandboxEnv",
+        f"throughput, {len(envs)} envs, AsyncSandboxEnv, {'I/O thread' if dispatcher else 'executor threads'}",
         level,
         samples,
         steps_per_s=rate,
         seconds=elapsed,
         result=f"{rate:,.0f} steps/s",
-        notes=f"asyncio.gather, the pool's executor threads (the recipe's path); p50/p99 per round of {len(envs)}",
+        notes=f"asyncio.gather{' (the recipe path)' if dispatcher else ''}; p50/p99 per round of {len(envs)}",
     )
 
 

@@ -8,6 +8,7 @@ again on the host (:mod:`~spade_envs.sandbox.replies`); the worker and its pool 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 from collections.abc import Sequence
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from spade_envs.envs.contract import StepResult
 from spade_envs.envs.gym_adapter import TextEnv
 from spade_envs.sandbox.batch import call_many
+from spade_envs.sandbox.dispatch import CallDispatcher
 from spade_envs.sandbox.errors import SandboxError, SandboxUnavailable
 from spade_envs.sandbox.pool import WorkerPool, shielded
 from spade_envs.sandbox.process import Worker
@@ -43,7 +45,10 @@ class RemoteEnv:
             raise
 
     def reset(self, seed: int | None = None) -> tuple[str, dict[str, Any]]:
-        obs, info, max_turns = self.worker.call("reset", seed=seed)
+        return self._reset_result(self.worker.call("reset", seed=seed))
+
+    def _reset_result(self, result: list[Any]) -> tuple[str, dict[str, Any]]:
+        obs, info, max_turns = result
         if max_turns is not None:
             self.max_turns = max_turns  # some environments size their turn budget per episode
         return obs, info
@@ -104,16 +109,18 @@ class SandboxedEnv(TextEnv):
 
 
 class AsyncSandboxEnv:
-    """asyncio client for agent loops: every call runs on a thread of the pool's executor, never blocking the loop.
+    """asyncio client for agent loops: no call blocks the event loop.
 
     Create with ``await AsyncSandboxEnv.create(source, pool)``. Waiting for a free worker slot holds no thread, so
-    any number of episodes may wait while the live ones keep running. ``step`` takes what the env's ``step``
-    takes (the extracted command for games, raw text for tool use).
+    any number of episodes may wait while the live ones keep running. Calls go through the pool's one I/O thread
+    (``dispatch.py``; any number in flight), starting the env and closing it through the pool's executor. ``step``
+    takes what the env's ``step`` takes (the extracted command for games, raw text for tool use).
     """
 
-    def __init__(self, remote: RemoteEnv, executor: Any) -> None:
-        self.remote, self._executor = remote, executor
+    def __init__(self, remote: RemoteEnv, executor: Any, dispatcher: CallDispatcher | None = None) -> None:
+        self.remote, self._executor, self._dispatcher = remote, executor, dispatcher
         self.setting, self.class_name = remote.setting, remote.class_name
+        self._inflight: concurrent.futures.Future[Any] | None = None  # the last call sent through the dispatcher
 
     @classmethod
     async def create(cls, source: str, pool: WorkerPool, timeout: float | None = None) -> AsyncSandboxEnv:
@@ -126,7 +133,7 @@ class AsyncSandboxEnv:
             pool.release(worker)
             raise
         remote = await shielded(future, lambda r: r.close())
-        return cls(remote, pool.executor)
+        return cls(remote, pool.executor, pool.dispatcher)
 
     @property
     def max_turns(self) -> int:
@@ -139,26 +146,39 @@ class AsyncSandboxEnv:
             raise SandboxUnavailable("the worker pool is shut down", code="pool_closed") from exc
         return await future
 
+    async def _call(self, op: str, **payload: Any) -> Any:
+        if self._dispatcher is None:
+            return await self._run(functools.partial(self.remote.worker.call, op, **payload))
+        self._inflight = self._dispatcher.submit(self.remote.worker, op, payload)
+        return await asyncio.wrap_future(self._inflight)
+
     async def reset(self, seed: int | None = None) -> tuple[str, dict[str, Any]]:
-        return await self._run(self.remote.reset, seed)
+        return self.remote._reset_result(await self._call("reset", seed=seed))
 
     async def step(self, action: str) -> StepResult:
-        return await self._run(self.remote.step, action)
+        return self.remote._checked(await self._call("step", action=action))
 
     async def step_calls(self, calls: list[dict[str, Any]], answer: str | None = None) -> StepResult:
-        return await self._run(self.remote.step_calls, calls, answer)
+        return self.remote._checked(await self._call("step_calls", calls=calls, answer=answer))
 
     async def call_tool(self, name: str, arguments: Any) -> str:
-        return await self._run(self.remote.call_tool, name, arguments)
+        return await self._call("call_tool", name=name, arguments=arguments)
 
     async def tools(self) -> list[dict[str, Any]]:
-        return await self._run(self.remote.tools)
+        return await self._call("tools")
 
     async def solution(self) -> list[str]:
-        return await self._run(self.remote.solution)
+        return await self._call("solution")
 
     async def close(self) -> None:
+        inflight = self._inflight
+
+        def release() -> None:
+            if inflight is not None:  # a call whose awaiting task was cancelled may still run: let it end first
+                concurrent.futures.wait([inflight])
+            self.remote.close()
+
         try:
-            await self._run(self.remote.close)
+            await self._run(release)
         except SandboxUnavailable:
             self.remote.close()  # after shutdown: releasing is quick and safe to repeat

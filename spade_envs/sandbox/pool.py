@@ -20,6 +20,7 @@ from typing import TypeVar
 
 from spade_envs.sandbox.cgroups import remove_pending
 from spade_envs.sandbox.config import ISOLATION_LEVELS, SandboxConfig
+from spade_envs.sandbox.dispatch import CallDispatcher
 from spade_envs.sandbox.errors import SandboxError, SandboxUnavailable
 from spade_envs.sandbox.process import Worker, become_subreaper, reap_orphans
 from spade_envs.sandbox.scratch import sweep_stale
@@ -113,6 +114,7 @@ class WorkerPool:
         self._slots = SlotGate(self.config.max_workers)
         self._peak_live = 0  # most workers in use at once so far: the demand the ready queue is sized to
         self._executor: ThreadPoolExecutor | None = None
+        self._dispatcher: CallDispatcher | None = None
         self._closed = False
         self._refill_wanted = threading.Event()
         self._refiller = threading.Thread(target=self._refill_loop, name="spade-sandbox-refill", daemon=True)
@@ -145,6 +147,14 @@ class WorkerPool:
     def waiting_count(self) -> int:
         """Threads and tasks waiting for a worker slot."""
         return self._slots.waiting
+
+    @property
+    def dispatcher(self) -> CallDispatcher:
+        """The pool's one I/O thread that carries the asyncio clients' calls (``dispatch.py``)."""
+        with self._lock:
+            if self._dispatcher is None:
+                self._dispatcher = CallDispatcher()
+            return self._dispatcher
 
     @property
     def executor(self) -> ThreadPoolExecutor:
@@ -254,6 +264,10 @@ class WorkerPool:
         self._closed = True
         self._refill_wanted.set()
         self._refiller.join(timeout=30)
+        with self._lock:
+            dispatcher, self._dispatcher = self._dispatcher, None
+        if dispatcher is not None:  # first: its thread must stop reading workers' pipes before they are closed
+            dispatcher.close()
         with self._lock:
             workers = list(self._ready) + list(self._live)
             self._ready.clear()

@@ -218,6 +218,8 @@ class Worker:
 
     def finish(self, pending: PendingCall) -> Any:
         """The second half of :meth:`call`: wait for, read and check the reply to ``pending`` (from :meth:`begin`)."""
+        if self.dead:  # killed meanwhile (by the pool's shutdown, say): its pipes are closed, never read
+            raise EnvCrashed(f"the worker was killed during {pending.op}", code="worker_unusable")
         if pending is not self._pending:
             self._fail(ProtocolViolation(f"finish of a {pending.op} call not pending", code="host_check_failed"))
         self._pending = None
