@@ -23,7 +23,7 @@ from spade_envs.design.measure import vet_hint_on_seeds
 from spade_envs.design.validate import ValidationConfig, validate_source
 from spade_envs.envs.loader import load_env_class
 from spade_envs.sandbox import AsyncSandboxEnv, SandboxConfig, WorkerPool
-from spade_envs.sandbox.process import Worker
+from spade_envs.sandbox.process import PendingCall, Worker
 
 OBSERVER = """
 import sys
@@ -126,15 +126,18 @@ def pool() -> Iterator[WorkerPool]:
 
 @pytest.fixture
 def observed(monkeypatch: pytest.MonkeyPatch) -> Observed:
-    """Records every reply of every real worker call (the call itself is untouched)."""
-    seen, call = Observed(), Worker.call
+    """Records every reply of every real worker call (the call itself is untouched).
 
-    def recording(self: Worker, op: str, timeout: float | None = None, **payload: Any) -> Any:
-        result = call(self, op, timeout, **payload)
-        seen.record(self, op, result)
+    ``Worker.finish`` reads every reply: of ``Worker.call`` and of the asyncio client's I/O thread alike.
+    """
+    seen, finish = Observed(), Worker.finish
+
+    def recording(self: Worker, pending: PendingCall) -> Any:
+        result = finish(self, pending)
+        seen.record(self, pending.op, result)
         return result
 
-    monkeypatch.setattr(Worker, "call", recording)
+    monkeypatch.setattr(Worker, "finish", recording)
     return seen
 
 
