@@ -6,7 +6,8 @@ wake-up per step. :func:`call_many` sends every request (``Worker.begin``) and t
 readable (``Worker.finish``), so the workers run their envs at the same time, on every CPU, while the host checks
 the replies that are in. Each call keeps every check and limit of ``Worker.call`` (its own deadline, the reply
 caps, the sequence number, the unsolicited-data check): a worker that fails is killed as it would be alone, and
-its slot in the result holds the error; the other calls go on.
+its slot in the result holds the error; the other calls go on. A reply that comes in pieces is read as its pieces
+arrive (``ReplyLineReader.pump``): a worker that drips its reply holds up only its own call.
 """
 
 from __future__ import annotations
@@ -49,10 +50,10 @@ def call_many(
         while pending:
             first = min(sent.deadline for _, _, sent in pending.values())
             wait_ms = max(0, math.ceil((first - time.monotonic()) * 1000))
-            ready = [fd for fd, _ in poller.poll(wait_ms)]
-            if not ready:  # a deadline passed: finish those calls, which time out (and kill their workers)
-                now = time.monotonic()
-                ready = [fd for fd, (_, _, sent) in pending.items() if sent.deadline <= now]
+            # a readable pipe's reply is finished once it is whole (pump: one read, never waits for more)
+            ready = [fd for fd, _ in poller.poll(wait_ms) if pending[fd][1].pump()]
+            now = time.monotonic()  # and a call past its deadline is finished now: it times out, its worker dies
+            ready += [fd for fd, (_, _, sent) in pending.items() if sent.deadline <= now and fd not in ready]
             for fd in ready:
                 index, worker, sent = pending.pop(fd)
                 poller.unregister(fd)

@@ -5,8 +5,9 @@ The asyncio client used to run each call on a thread of the pool's executor: one
 (``Worker.begin``) as soon as it is submitted and polls every pending reply pipe together, finishing each call
 (``Worker.finish``: every check and limit of ``Worker.call``) once its pipe is readable. Any number of calls can be
 in flight and the workers run at the same time, as with ``batch.call_many``; a failed call's error goes to its own
-future only. Worker starts and kills stay on the executor: they can take milliseconds, and here they would hold up
-every other call.
+future only, and a reply that comes in pieces is read as they arrive (``ReplyLineReader.pump``), so a worker that
+drips its reply holds up only its own call. Worker starts and kills stay on the executor: they can take
+milliseconds, and here they would hold up every other call.
 """
 
 from __future__ import annotations
@@ -114,11 +115,10 @@ class CallDispatcher:
             for fd, _ in poller.poll(wait_ms):
                 if fd == self._wake_r:
                     _drain(fd)
-                elif fd in pending:
+                elif fd in pending and pending[fd][0].pump():  # one read, never a wait: the reply is whole
                     ready.append(fd)
-            if not ready and wait_ms >= 0:  # a deadline may have passed: those calls time out (their workers die)
-                now = time.monotonic()
-                ready = [fd for fd, (_, sent, _) in pending.items() if sent.deadline <= now]
+            now = time.monotonic()  # a call past its deadline is finished now: it times out, its worker dies
+            ready += [fd for fd, (_, sent, _) in pending.items() if sent.deadline <= now and fd not in ready]
             for fd in ready:
                 worker, sent, future = pending.pop(fd)
                 poller.unregister(fd)  # before finish: a failed call kills its worker, which closes this fd

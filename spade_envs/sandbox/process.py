@@ -32,6 +32,7 @@ from spade_envs.sandbox.errors import (
 from spade_envs.sandbox.launch import bwrap_prefix, read_only_paths, spawn, worker_command
 from spade_envs.sandbox.reaping import await_exit, become_subreaper, reap_orphans
 from spade_envs.sandbox.replies import MAX_DEPTH, BadReply, check_json, check_result
+from spade_envs.sandbox.reply_line import ReplyLineReader
 from spade_envs.sandbox.scratch import Scratch
 from spade_envs.sandbox.uids import UidLease, lease_uid
 from spade_envs.sandbox.waiting import ReplyWait
@@ -53,13 +54,7 @@ class PendingCall(NamedTuple):
     started: float
 
 
-#: A reply read in at least this many pieces must average ``TRICKLE_PIECE_BYTES`` per piece, else it is refused
-#: (``trickled_reply``): the worker writes each reply whole and the kernel hands a reader whole pages (4 KiB), so
-#: only env code that put the pipe in packet mode makes smaller pieces, one per host read.
-TRICKLE_PIECES, TRICKLE_PIECE_BYTES = 64, 1024
-
-
-class Worker:
+class Worker(ReplyLineReader):
     """One worker process, started at ``level`` and ready for ``call``; use once, then :meth:`kill`.
 
     Every path out of the constructor and of :meth:`call` either returns a checked result or raises a typed
@@ -298,56 +293,6 @@ class Worker:
         if kind == "raised":
             raise EnvRaised(f"{op}: {error}", code=code or "exception")
         self._fail(ProtocolViolation(f"reply to {op} has an unknown kind {kind!r}"[:300], code="garbled_reply"))
-
-    def _read_line(self, deadline: float, op: str, timeout_code: str, cap: int, left: int) -> bytes:
-        """One reply line, in time linear in its length; the rest of the read stays in ``_buffer``.
-
-        A reply is nearly always one read. A longer one grows a bytearray and only each new chunk is searched for
-        the newline. Env code owns the pipe's write end: in packet mode (``O_DIRECT``) every read returns one of its
-        writes, data is always ready and the spin would never look at the clock, so every further read checks the
-        deadline, and a reply whose pieces average under ``TRICKLE_PIECE_BYTES`` is refused (the worker's writes
-        arrive in whole pages).
-        """
-        limit = min(cap, left)
-        chunk = self._read_chunk(deadline, op, timeout_code)
-        end = chunk.find(b"\n")
-        if 0 <= end <= limit:  # the common case: the whole reply in one read
-            self._buffer = chunk[end + 1 :]
-            return chunk[:end]
-        buffer = self._buffer = bytearray(chunk)
-        pieces = 1
-        while end < 0 and len(buffer) <= limit:
-            if time.monotonic() > deadline:
-                self._fail(EnvTimeout(f"{op} did not answer in time; the worker was killed", code=timeout_code))
-            if pieces >= TRICKLE_PIECES and len(buffer) < pieces * TRICKLE_PIECE_BYTES:
-                why = f"{op}: the reply came in {pieces} pieces of {len(buffer) // pieces} bytes on average"
-                self._fail(ProtocolViolation(f"{why}; the worker was killed", code="trickled_reply"))
-            chunk = self._read_chunk(deadline, op, timeout_code)
-            pieces += 1
-            found = chunk.find(b"\n")  # only the new chunk: the buffer holds none
-            end = len(buffer) + found if found >= 0 else -1
-            buffer += chunk  # in place, amortised: no copy of what came before
-        if end < 0 or end > limit:
-            self._fail(self._too_large(op, cap, left))
-        with memoryview(buffer) as view:
-            line = bytes(view[:end])
-        del buffer[: end + 1]
-        return line
-
-    def _read_chunk(self, deadline: float, op: str, timeout_code: str) -> bytes:
-        if not self._wait.readable(deadline):
-            self._fail(EnvTimeout(f"{op} did not answer in time; the worker was killed", code=timeout_code))
-        chunk = os.read(self._resp_r, 1 << 16)
-        if not chunk:
-            self._fail(EnvCrashed(self._death_note(f"during {op}")))
-        return chunk
-
-    def _too_large(self, op: str, cap: int, left: int) -> OutputTooLarge:
-        if left < cap:
-            budget = self.config.max_episode_reply_bytes
-            return OutputTooLarge(f"{op}: the episode's replies exceed {budget} bytes; the worker was killed",
-                                  code="episode_output_budget")  # fmt: skip
-        return OutputTooLarge(f"{op} reply exceeds {cap} bytes; the worker was killed", code="reply_too_large")
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
     def _death_note(self, when: str) -> str:

@@ -19,7 +19,7 @@ from spade_envs.sandbox import AsyncSandboxEnv, EnvCrashed, EnvRaised, SandboxCo
 LEVELS = ("bwrap", "landlock")
 
 ENV = """
-import os, time
+import gc, os, time
 
 
 class SlowEnv:
@@ -37,6 +37,13 @@ class SlowEnv:
             raise KeyError("boom")
         elif action == "crash":
             os._exit(9)
+        elif action == "drip":  # this call's own reply (seq 3: init, reset, step), 1.5 KiB every 0.1 s, then silence
+            fd = next(o for o in gc.get_objects() if type(o).__name__ == "_Server").wfd
+            data = b'{"seq":3,"ok":true,"result":["' + b"x" * 21000 + b'",0.0,false,false,{}]}\\n'
+            for i in range(0, len(data), 1500):
+                os.write(fd, data[i : i + 1500])
+                time.sleep(0.1)
+            time.sleep(30)
         return f"{self.seed}:{action}", 0.0, False, False, {"ran": [started, time.monotonic()]}
 
     def solution(self):
@@ -133,3 +140,21 @@ def test_shutdown_fails_calls_in_flight_and_leaves_no_worker(procs):
     assert all(isinstance(r, SandboxUnavailable) and r.code == "pool_closed" for r in results)
     assert took < 4  # not after the 5 s sleeps
     procs.assert_gone(pids)
+
+
+def test_a_worker_that_drips_its_reply_holds_up_only_its_own_call(pool):
+    async def main():
+        dripping, quick = await _clients(pool, 2)
+        drip = asyncio.ensure_future(dripping.step("drip"))
+        await asyncio.sleep(0.15)  # its first pieces are in
+        quick_steps = [(await quick.step(f"q{i}"))[0] for i in range(5)]
+        drip_done_when_quick_was = drip.done()
+        result = await drip
+        for client in (dripping, quick):
+            await client.close()
+        return quick_steps, drip_done_when_quick_was, result
+
+    quick_steps, drip_done_when_quick_was, result = asyncio.run(main())
+    assert quick_steps == [f"1:q{i}" for i in range(5)]
+    assert not drip_done_when_quick_was  # five steps of another episode finished while the drip went on
+    assert result[0] == "x" * 21000  # and the dripped reply, read piece by piece, is whole and checked
