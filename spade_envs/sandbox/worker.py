@@ -180,22 +180,24 @@ class _RequestWait:
     def replied(self) -> None:
         self.sent = self.clock()
 
+    def arrived(self) -> None:
+        """A request was read: its gap (reply sent until then) feeds the moving average."""
+        if self.sent:
+            self.gap_s = 0.5 * self.gap_s + 0.5 * (self.clock() - self.sent)
+
     def wait(self) -> None:
+        """Spin until the request is readable or the spin is over; the read that follows blocks as before."""
         if not self.spin_s or not self.sent:
             return
-        clock, poll, spin_s = self.clock, self.poll.poll, self.spin_s
-        if self.gap_s < spin_s or self.unspun >= self._PROBE_EVERY:
-            self.unspun = 0
-            until = self.sent + spin_s
-            while clock() < until:
-                if poll(0):
-                    self.gap_s = 0.5 * self.gap_s + 0.5 * (clock() - self.sent)
-                    return
-                self.yield_cpu()  # a host thread on this CPU runs first: it is the one that writes the request
-        else:
+        if self.gap_s >= self.spin_s and self.unspun < self._PROBE_EVERY:
             self.unspun += 1
-        poll(-1)  # asleep until the request (or the host's end closing) makes the pipe readable
-        self.gap_s = 0.5 * self.gap_s + 0.5 * (clock() - self.sent)
+            return
+        self.unspun = 0
+        clock, poll, until = self.clock, self.poll.poll, self.sent + self.spin_s
+        while clock() < until:
+            if poll(0):
+                return
+            self.yield_cpu()  # a host thread on this CPU runs first: it is the one that writes the request
 
 
 class _Server:
@@ -218,6 +220,7 @@ class _Server:
         while True:
             wait.wait()
             line = self.reader.readline(limit + 1)
+            wait.arrived()
             if not line or not line.endswith(b"\n"):
                 os._exit(0 if not line else 3)  # host closed the pipe, or an oversized request
             request = json.loads(line)
