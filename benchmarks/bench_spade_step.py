@@ -10,7 +10,8 @@ Run: ``.venv/bin/python benchmarks/bench_spade_step.py [--steps 5] [--work DIR]`
   number of tokens per step.
 
 Step 1 of each run carries warm-up and is left out of the means. The ratio columns are SPADE over GRPO from the
-same run, per 1k trained tokens (issue 31's measure) and per step; "s / 1k tokens" normalises by the tokens verl
+same run, per 1k trained tokens (issue 31's measure) and per step; "gen s", "old_lp s" and "update s" are verl's
+``timing_s/gen``, ``timing_s/old_log_prob`` and ``timing_s/update_actor``; "s / 1k tokens" normalises by the tokens verl
 trained on in the step (``perf/total_num_tokens``). The sandbox share is the agent episodes' time in sandbox calls
 (acquire, init, reset, steps, close) over their wall time (``spade/sandbox_time_share``). The reference line is issue
 31's measurement of main at 311d5ce.
@@ -101,13 +102,15 @@ def _row(name: str, rows: list[dict[str, float]], baseline: list[dict[str, float
     seconds = statistics.mean(r["timing_s/step"] for r in rows)
     tokens = statistics.mean(r["perf/total_num_tokens"] for r in rows)
     gen = statistics.mean(r["timing_s/gen"] for r in rows)
+    old_lp = statistics.mean(r.get("timing_s/old_log_prob", 0.0) for r in rows)
+    update = statistics.mean(r.get("timing_s/update_actor", 0.0) for r in rows)
     if baseline:
         per_token = f"{_per_token(rows) / _per_token(baseline):.2f}x"
         per_step = f"{seconds / statistics.mean(r['timing_s/step'] for r in baseline):.2f}x"
     else:
         per_token = per_step = "1.00x"
-    return [name, str(len(rows)), f"{seconds:.2f}", f"{gen:.2f}", f"{tokens:.0f}", f"{_per_token(rows):.2f}",
-            per_token, per_step]  # fmt: skip
+    return [name, str(len(rows)), f"{seconds:.2f}", f"{gen:.2f}", f"{old_lp:.2f}", f"{update:.2f}", f"{tokens:.0f}",
+            f"{_per_token(rows):.2f}", per_token, per_step]  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -135,8 +138,8 @@ def main(argv: list[str] | None = None) -> int:
             if rows:
                 table.append(_row(name, rows, grpo_rows))
         # the first ratio is issue 31's measure (per 1k trained tokens, target <= 1.3x); the second is per step
-        headers = ["run", "steps", "s / step", "gen s", "tokens / step", "s / 1k tokens", "vs GRPO / 1k tok",
-                   "vs GRPO / step"]  # fmt: skip
+        headers = ["run", "steps", "s / step", "gen s", "old_lp s", "update s", "tokens / step", "s / 1k tokens",
+                   "vs GRPO / 1k tok", "vs GRPO / step"]  # fmt: skip
         print(format_table(headers, table))
         ratio = _per_token(later) / _per_token(grpo_rows)
         verdict = "ok" if ratio <= TARGET_RATIO else "MISS"
