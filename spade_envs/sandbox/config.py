@@ -57,7 +57,8 @@ class SandboxConfig:
             was ~20-40 us faster with it. Not used while the worker follows the caller's CPU (below).
         request_spin_us: how long a worker busy-polls for its next request after sending a reply, used only while
             its recent requests came within it (0 never spins; otherwise it tries again every 8th request), so the
-            host's write finds it awake instead of waking a halted CPU (worker.py, ``_RequestWait``).
+            host's write finds it awake instead of waking a halted CPU (worker.py, ``_RequestWait``). Off by
+            default: a trivial step ~50 -> ~35 us, but batched throughput -15-35% (docs/sandbox.md, "Speed").
         follow_caller_cpu: before each request the host pins the worker's main thread to the CPU the calling
             thread runs on when that has answered faster for this worker (``affinity.py``, ``waiting.py``), so both
             wake-ups of a call stay on one CPU: a pipe round trip took 58 us across a 2-vCPU VM's vCPUs and 3 us on
@@ -87,7 +88,7 @@ class SandboxConfig:
     scratch_files: int = 1024
     preload_numpy: bool = True
     reply_spin_us: int = 100
-    request_spin_us: int = 60
+    request_spin_us: int = 0
     follow_caller_cpu: bool = False
 
     def __post_init__(self) -> None:
