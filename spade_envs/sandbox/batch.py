@@ -36,27 +36,42 @@ def call_many(
     if len({id(worker) for worker, _, _ in calls}) != len(calls):
         raise ValueError("call_many: a worker may take one call at a time, and appears twice")
     results: list[Any] = [None] * len(calls)
-    pending: dict[int, tuple[int, Worker, PendingCall]] = {}
+    pending: dict[int, tuple[int, Worker, PendingCall]] = {}  # by reply fd
+    writing: dict[int, int] = {}  # request fd -> reply fd, while part of that request is unwritten
     poller = select.poll()  # not select.select: that fails on descriptors >= 1024
     try:
         for index, (worker, op, payload) in enumerate(calls):
-            try:
-                sent = worker.begin(op, timeout, payload, pin=False)
+            try:  # block=False: a worker that stopped reading its request holds up no other call
+                sent = worker.begin(op, timeout, payload, pin=False, block=False)
             except SandboxError as exc:
                 results[index] = exc
                 continue
             pending[worker.reply_fd] = (index, worker, sent)
             poller.register(worker.reply_fd, select.POLLIN)
+            if worker.sending:
+                writing[worker.request_fd] = worker.reply_fd
+                poller.register(worker.request_fd, select.POLLOUT)
         while pending:
             first = min(sent.deadline for _, _, sent in pending.values())
             wait_ms = max(0, math.ceil((first - time.monotonic()) * 1000))
-            # a readable pipe's reply is finished once it is whole (pump: one read, never waits for more)
-            ready = [fd for fd, _ in poller.poll(wait_ms) if pending[fd][1].pump()]
+            ready = []
+            for fd, _ in poller.poll(wait_ms):
+                if fd in writing:  # more of a long request fits
+                    worker = pending[writing[fd]][1]
+                    if worker.push():
+                        poller.unregister(fd)
+                        if worker.sending:  # writing failed: finish reports it
+                            ready.append(writing[fd])
+                        del writing[fd]
+                elif pending[fd][1].pump():  # a readable pipe's reply is finished once whole (one read, never waits)
+                    ready.append(fd)
             now = time.monotonic()  # and a call past its deadline is finished now: it times out, its worker dies
             ready += [fd for fd, (_, _, sent) in pending.items() if sent.deadline <= now and fd not in ready]
-            for fd in ready:
+            for fd in dict.fromkeys(ready):
                 index, worker, sent = pending.pop(fd)
-                poller.unregister(fd)
+                poller.unregister(fd)  # before finish: a failed call kills its worker, which closes its fds
+                if writing.pop(worker.request_fd, None) is not None:
+                    poller.unregister(worker.request_fd)
                 try:
                     results[index] = worker.finish(sent)
                 except SandboxError as exc:

@@ -54,6 +54,12 @@ class PendingCall(NamedTuple):
     started: float
 
 
+#: How long a thread that carries many workers' calls (``block=False``) waits for a worker whose pipe closed to
+#: exit, for the error's note: env code that closes its pipe ends and lives on would otherwise hold that thread a
+#: whole second (``Worker.call`` waits up to 1 s; the worker is killed either way).
+SHARED_DEATH_WAIT_S = 0.05
+
+
 class Worker(ReplyLineReader):
     """One worker process, started at ``level`` and ready for ``call``; use once, then :meth:`kill`.
 
@@ -75,6 +81,8 @@ class Worker(ReplyLineReader):
         self._seq = 0
         self._pending: PendingCall | None = None
         self._buffer = b""
+        self._unsent: memoryview | None = None  # the rest of a request that begin(block=False) could not write yet
+        self._death_wait_s = 1.0
         self._fds: list[int] = []
         self._cgroup: PidsCgroup | None = None
         self._uid: UidLease | None = None
@@ -166,12 +174,14 @@ class Worker(ReplyLineReader):
         return self.finish(self.begin(op, timeout, payload))
 
     def begin(self, op: str, timeout: float | None = None, payload: dict[str, Any] | None = None,
-              *, pin: bool = True) -> PendingCall:  # fmt: skip
+              *, pin: bool = True, block: bool = True) -> PendingCall:  # fmt: skip
         """The first half of :meth:`call`: check and send the request; :meth:`finish` reads the reply.
 
         Between the two the worker runs while the host does other work (``batch.call_many`` keeps many workers
         busy from one thread this way). One call at a time: a second ``begin`` before ``finish`` kills the worker.
         ``pin=False``: never pin the worker to this thread's CPU for this call (a batch has many on one thread).
+        ``block=False``: never wait for the request pipe; what does not fit is left to :meth:`push` (while
+        :attr:`sending`), so that a worker that stopped reading holds up no other worker's call.
         """
         if self.dead:
             raise EnvCrashed(
@@ -203,7 +213,8 @@ class Worker(ReplyLineReader):
                 self.reply_bytes = 0
             deadline = started + min(limit, left)
             self._wait.before_request(pin)
-            self._write(data, deadline, op, timeout_code)
+            self._death_wait_s = 1.0 if block else SHARED_DEATH_WAIT_S
+            self._write(data, deadline, op, timeout_code, block)
         except BaseException as exc:
             self.busy_s += time.monotonic() - started
             self._unforeseen(op, exc)
@@ -219,6 +230,8 @@ class Worker(ReplyLineReader):
             self._fail(ProtocolViolation(f"finish of a {pending.op} call not pending", code="host_check_failed"))
         self._pending = None
         try:
+            if self._unsent is not None:
+                self._end_write(pending)
             return self._read_reply(pending.seq, pending.deadline, pending.op, pending.timeout_code)
         except BaseException as exc:
             self._unforeseen(pending.op, exc)
@@ -240,7 +253,48 @@ class Worker(ReplyLineReader):
         """The reply pipe's read end (readable once a reply, or the worker's death, is there): for ``poll``."""
         return self._resp_r
 
-    def _write(self, data: bytes, deadline: float, op: str, timeout_code: str) -> None:
+    @property
+    def sending(self) -> bool:
+        """Whether part of the pending call's request is still unwritten (``begin(block=False)``; see :meth:`push`)."""
+        return self._unsent is not None
+
+    @property
+    def request_fd(self) -> int:
+        """The request pipe's write end (writable once the worker took some of the request): for ``poll``."""
+        return self._req_w
+
+    def push(self) -> bool:
+        """Write more of the request (call it only when the pipe is writable); True once ``finish`` won't wait.
+
+        True when the request is all out, or writing it failed in a way ``finish`` will report. Never blocks and
+        never raises.
+        """
+        view = self._unsent
+        if view is None or self.dead:
+            return True
+        try:
+            self._unsent = view[os.write(self._req_w, view) :] or None
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True  # finish's own write fails the same way and reports it
+        return self._unsent is None
+
+    def _end_write(self, pending: PendingCall) -> None:
+        """In ``finish``: one more try at what ``push`` left unwritten, then the call fails if some is still left."""
+        view, self._unsent = self._unsent, None
+        self._write(view, pending.deadline, pending.op, pending.timeout_code, block=False)  # type: ignore[arg-type]
+        if self._unsent is None:
+            return
+        if time.monotonic() >= pending.deadline:
+            code = pending.timeout_code if pending.timeout_code == "episode_wall_budget" else "write_timeout"
+            self._fail(EnvTimeout(f"{pending.op}: the worker did not take the request in time; it was killed",
+                                  code=code))  # fmt: skip
+        self._fail(ProtocolViolation(f"the worker answered {pending.op} before it took the whole request",
+                                     code="unsolicited_data"))  # fmt: skip
+
+    def _write(self, data: bytes | memoryview, deadline: float, op: str, timeout_code: str,
+               block: bool = True) -> None:  # fmt: skip
         view = memoryview(data)
         while view:
             try:
@@ -249,6 +303,9 @@ class Worker(ReplyLineReader):
                 pass
             except OSError:
                 self._fail(EnvCrashed(self._death_note("before the request could be sent")))
+            if view and not block:
+                self._unsent = view
+                return
             if view:
                 left = deadline - time.monotonic()
                 if left <= 0 or not self._write_poller.poll(max(1, int(left * 1000))):
@@ -297,7 +354,7 @@ class Worker(ReplyLineReader):
     # -- lifecycle ------------------------------------------------------------------------------------------------
     def _death_note(self, when: str) -> str:
         try:
-            rc = self.proc.wait(timeout=1.0)  # type: ignore[union-attr]
+            rc = self.proc.wait(timeout=self._death_wait_s)  # type: ignore[union-attr]
         except subprocess.TimeoutExpired:
             return f"the worker stopped answering {when}"
         how = f"signal {signal.Signals(-rc).name}" if rc < 0 else f"exit code {rc}"
