@@ -52,13 +52,15 @@ class SandboxConfig:
             if it uses it, inside ``init``'s start timeout).
         reply_spin_us: how long the host busy-polls for a reply before sleeping, used only while the worker's
             recent replies came within it (0 never spins; a worker that stopped spinning tries again every 8th
-            call). A spin helps replies faster than it and takes the core from a slower worker: on a 2-vCPU VM a
-            50 us env's step took 170-235 us without it, 270-360 us with 100-300 us of spin, while a trivial step
-            was ~20-40 us faster with it. Not used while the worker follows the caller's CPU (below).
+            call). It must cover a whole round trip, not just the env's step: a 50 us env replied ~100 us after
+            the request on a 2-vCPU VM, so a 100 us spin caught 10-30% of its replies and 300 us 97-100%.
+            Not used while the worker follows the caller's CPU (below).
         request_spin_us: how long a worker busy-polls for its next request after sending a reply, used only while
             its recent requests came within it (0 never spins; otherwise it tries again every 8th request), so the
-            host's write finds it awake instead of waking a halted CPU (worker.py, ``_RequestWait``). Off by
-            default: a trivial step ~50 -> ~35 us, but batched throughput -15-35% (docs/sandbox.md, "Speed").
+            host's write finds it awake instead of waking a halted CPU (worker.py, ``_RequestWait``). With both
+            spins a sequential step (validation's plays, ``RemoteEnv.step`` in a loop) wakes no CPU: a 50 us env's
+            step 147-153 -> 83-85 us at 100/0, 300/60 us on a quiet 2-vCPU VM; an LLM's turns seconds apart never
+            spin (docs/sandbox.md, "Speed").
         follow_caller_cpu: before each request the host pins the worker's main thread to the CPU the calling
             thread runs on when that has answered faster for this worker (``affinity.py``, ``waiting.py``), so both
             wake-ups of a call stay on one CPU: a pipe round trip took 58 us across a 2-vCPU VM's vCPUs and 3 us on
@@ -87,8 +89,8 @@ class SandboxConfig:
     scratch_mb: int = 32
     scratch_files: int = 1024
     preload_numpy: bool = True
-    reply_spin_us: int = 100
-    request_spin_us: int = 0
+    reply_spin_us: int = 300
+    request_spin_us: int = 60
     follow_caller_cpu: bool = False
 
     def __post_init__(self) -> None:
