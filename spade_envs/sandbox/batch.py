@@ -12,14 +12,12 @@ arrive (``ReplyLineReader.pump``): a worker that drips its reply holds up only i
 
 from __future__ import annotations
 
-import math
-import select
-import time
 from collections.abc import Sequence
 from typing import Any
 
 from spade_envs.sandbox.errors import SandboxError
-from spade_envs.sandbox.process import PendingCall, Worker
+from spade_envs.sandbox.inflight import InFlight
+from spade_envs.sandbox.process import Worker
 
 __all__ = ["call_many"]
 
@@ -36,48 +34,22 @@ def call_many(
     if len({id(worker) for worker, _, _ in calls}) != len(calls):
         raise ValueError("call_many: a worker may take one call at a time, and appears twice")
     results: list[Any] = [None] * len(calls)
-    pending: dict[int, tuple[int, Worker, PendingCall]] = {}  # by reply fd
-    writing: dict[int, int] = {}  # request fd -> reply fd, while part of that request is unwritten
-    poller = select.poll()  # not select.select: that fails on descriptors >= 1024
+    flight: InFlight[int] = InFlight()
     try:
         for index, (worker, op, payload) in enumerate(calls):
-            try:  # block=False: a worker that stopped reading its request holds up no other call
-                sent = worker.begin(op, timeout, payload, pin=False, block=False)
+            try:
+                flight.send(worker, op, payload, timeout, index)
             except SandboxError as exc:
                 results[index] = exc
-                continue
-            pending[worker.reply_fd] = (index, worker, sent)
-            poller.register(worker.reply_fd, select.POLLIN)
-            if worker.sending:
-                writing[worker.request_fd] = worker.reply_fd
-                poller.register(worker.request_fd, select.POLLOUT)
-        while pending:
-            first = min(sent.deadline for _, _, sent in pending.values())
-            wait_ms = max(0, math.ceil((first - time.monotonic()) * 1000))
-            ready = []
-            for fd, _ in poller.poll(wait_ms):
-                if fd in writing:  # more of a long request fits
-                    worker = pending[writing[fd]][1]
-                    if worker.push():
-                        poller.unregister(fd)
-                        if worker.sending:  # writing failed: finish reports it
-                            ready.append(writing[fd])
-                        del writing[fd]
-                elif pending[fd][1].pump():  # a readable pipe's reply is finished once whole (one read, never waits)
-                    ready.append(fd)
-            now = time.monotonic()  # and a call past its deadline is finished now: it times out, its worker dies
-            ready += [fd for fd, (_, _, sent) in pending.items() if sent.deadline <= now and fd not in ready]
-            for fd in dict.fromkeys(ready):
-                index, worker, sent = pending.pop(fd)
-                poller.unregister(fd)  # before finish: a failed call kills its worker, which closes its fds
-                if writing.pop(worker.request_fd, None) is not None:
-                    poller.unregister(worker.request_fd)
+        while flight:
+            for fd in flight.ready(flight.poller.poll(flight.wait_ms())):
+                worker, sent, index = flight.pop(fd)
                 try:
                     results[index] = worker.finish(sent)
                 except SandboxError as exc:
                     results[index] = exc
     except BaseException:
-        for _, worker, _ in pending.values():  # interrupted (KeyboardInterrupt, a host bug): no half-used worker
+        for worker, _, _ in flight:  # interrupted (KeyboardInterrupt, a host bug): no half-used worker
             worker.kill()
         raise
     return results

@@ -12,16 +12,15 @@ milliseconds, and here they would hold up every other call.
 
 from __future__ import annotations
 
-import math
 import os
 import select
 import threading
-import time
 from concurrent.futures import Future
 from typing import Any
 
 from spade_envs.sandbox.errors import SandboxUnavailable
-from spade_envs.sandbox.process import PendingCall, Worker
+from spade_envs.sandbox.inflight import InFlight
+from spade_envs.sandbox.process import Worker
 
 __all__ = ["CallDispatcher"]
 
@@ -83,31 +82,24 @@ class CallDispatcher:
             pass
 
     def _run(self) -> None:
-        poller = select.poll()  # not select.select: that fails on descriptors >= 1024
-        poller.register(self._wake_r, select.POLLIN)
-        pending: dict[int, tuple[Worker, PendingCall, Future[Any]]] = {}  # by reply fd
-        writing: dict[int, int] = {}  # request fd -> reply fd, while part of that request is unwritten
+        flight: InFlight[Future[Any]] = InFlight()
+        flight.poller.register(self._wake_r, select.POLLIN)
 
         def finish(fd: int) -> None:
-            worker, sent, future = pending.pop(fd)
-            poller.unregister(fd)  # before finish: a failed call kills its worker, which closes this fd
-            if writing.pop(worker.request_fd, None) is not None:
-                poller.unregister(worker.request_fd)
+            worker, sent, future = flight.pop(fd)
             try:
                 future.set_result(worker.finish(sent))
             except BaseException as exc:  # noqa: BLE001
                 future.set_exception(exc)
 
         while True:
-            # A worker killed by another thread (its fds closed, their numbers free for a new worker's pipes) is
-            # finished before anything is registered again: no stale entry can stand for a new worker's fd.
-            for fd in [fd for fd, (worker, _, _) in pending.items() if worker.dead]:
+            for fd in flight.killed_elsewhere():  # before anything is registered again (InFlight)
                 finish(fd)
             with self._lock:
                 incoming, self._incoming, closed = self._incoming, [], self._closed
             if closed:
                 gone = SandboxUnavailable("the worker pool is shut down", code="pool_closed")
-                for _, _, future in pending.values():
+                for _, _, future in flight:
                     future.set_exception(gone)
                 for *_, future in incoming:
                     if future.set_running_or_notify_cancel():
@@ -116,39 +108,15 @@ class CallDispatcher:
             for worker, op, payload, timeout, future in incoming:
                 if not future.set_running_or_notify_cancel():
                     continue  # cancelled before it was sent: the worker never saw it
-                try:  # block=False: a worker that stopped reading its requests holds up no other call
-                    sent = worker.begin(op, timeout, payload, pin=False, block=False)
+                try:
+                    flight.send(worker, op, payload, timeout, future)
                 except BaseException as exc:  # noqa: BLE001  (a typed SandboxError, or a host bug: the caller's)
                     future.set_exception(exc)
-                    continue
-                pending[worker.reply_fd] = (worker, sent, future)
-                poller.register(worker.reply_fd, select.POLLIN)
-                if worker.sending:
-                    writing[worker.request_fd] = worker.reply_fd
-                    poller.register(worker.request_fd, select.POLLOUT)
-            wait_ms = -1
-            if pending:
-                first = min(sent.deadline for _, sent, _ in pending.values())
-                wait_ms = max(0, math.ceil((first - time.monotonic()) * 1000))
-            ready = []
-            for fd, _ in poller.poll(wait_ms):
-                if fd == self._wake_r:
-                    _drain(fd)
-                elif fd in writing:  # more of a long request fits
-                    reply_fd = writing[fd]
-                    worker = pending[reply_fd][0]
-                    if worker.push():
-                        del writing[fd]
-                        poller.unregister(fd)
-                        if worker.sending:  # writing failed: finish reports it
-                            ready.append(reply_fd)
-                elif fd in pending and pending[fd][0].pump():  # one read, never a wait: the reply is whole
-                    ready.append(fd)
-            now = time.monotonic()  # a call past its deadline is finished now: it times out, its worker dies
-            ready += [fd for fd, (_, sent, _) in pending.items() if sent.deadline <= now and fd not in ready]
-            for fd in dict.fromkeys(ready):
-                if fd in pending:
-                    finish(fd)
+            events = flight.poller.poll(flight.wait_ms())
+            if any(fd == self._wake_r for fd, _ in events):
+                _drain(self._wake_r)
+            for fd in flight.ready(events):
+                finish(fd)
 
 
 def _drain(fd: int) -> None:
