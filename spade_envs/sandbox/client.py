@@ -171,14 +171,17 @@ class AsyncSandboxEnv:
         return await self._call("solution")
 
     async def close(self) -> None:
-        inflight = self._inflight
+        """Kill the worker at once; its clean-up runs on the pool's reaper thread (``WorkerPool.release``)."""
+        inflight, remote = self._inflight, self.remote
+        if inflight is None or inflight.done():
+            remote.pool.release(remote.worker, wait=False)  # a signal and a hand-off: no thread needed
+            return
 
-        def release() -> None:
-            if inflight is not None:  # a call whose awaiting task was cancelled may still run: let it end first
-                concurrent.futures.wait([inflight])
-            self.remote.close()
+        def release() -> None:  # a call whose awaiting task was cancelled may still run: let it end first
+            concurrent.futures.wait([inflight])
+            remote.pool.release(remote.worker, wait=False)
 
         try:
             await self._run(release)
         except SandboxUnavailable:
-            self.remote.close()  # after shutdown: releasing is quick and safe to repeat
+            remote.close()  # after shutdown: releasing is quick and safe to repeat
