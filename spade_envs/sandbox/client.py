@@ -171,17 +171,14 @@ class AsyncSandboxEnv:
         return await self._call("solution")
 
     async def close(self) -> None:
-        """Kill the worker at once; its clean-up runs on the pool's reaper thread (``WorkerPool.release``)."""
-        inflight, remote = self._inflight, self.remote
-        if inflight is None or inflight.done():
-            remote.pool.release(remote.worker, wait=False)  # a signal and a hand-off: no thread needed
-            return
+        inflight = self._inflight
 
-        def release() -> None:  # a call whose awaiting task was cancelled may still run: let it end first
-            concurrent.futures.wait([inflight])
-            remote.pool.release(remote.worker, wait=False)
+        def release() -> None:
+            if inflight is not None:  # a call whose awaiting task was cancelled may still run: let it end first
+                concurrent.futures.wait([inflight])
+            self.remote.close()
 
         try:
             await self._run(release)
         except SandboxUnavailable:
-            remote.close()  # after shutdown: releasing is quick and safe to repeat
+            self.remote.close()  # after shutdown: releasing is quick and safe to repeat

@@ -114,7 +114,6 @@ class WorkerPool:
         self._slots = SlotGate(self.config.max_workers)
         self._peak_live = 0  # most workers in use at once so far: the demand the ready queue is sized to
         self._executor: ThreadPoolExecutor | None = None
-        self._reaper: ThreadPoolExecutor | None = None  # release(wait=False)'s clean-ups, one at a time
         self._dispatcher: CallDispatcher | None = None
         self._closed = False
         self._refill_wanted = threading.Event()
@@ -229,25 +228,8 @@ class WorkerPool:
         self._refill_wanted.set()
         return worker
 
-    def release(self, worker: Worker, wait: bool = True) -> None:
-        """Kill a worker handed out by :meth:`acquire` and free its slot (safe to call twice).
-
-        ``wait=False``: SIGKILL it now and leave the rest (reap, scratch, cgroup, uid) to the pool's reaper thread,
-        which frees the slot once that is done: an episode's close costs it microseconds instead of milliseconds,
-        and no slot, uid or scratch is reused before its clean-up. :meth:`shutdown` waits for those clean-ups.
-        """
-        if not wait:
-            worker.stop()
-            with self._lock:
-                if self._reaper is None and not self._closed:
-                    self._reaper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spade-sandbox-reaper")
-                reaper = self._reaper
-            try:
-                if reaper is not None:
-                    reaper.submit(self.release, worker)
-                    return
-            except RuntimeError:  # shut down meanwhile: clean up here
-                pass
+    def release(self, worker: Worker) -> None:
+        """Kill a worker handed out by :meth:`acquire` and free its slot (safe to call twice)."""
         try:
             worker.kill()
         finally:
@@ -291,11 +273,8 @@ class WorkerPool:
             self._ready.clear()
             self._live.clear()
             executor, self._executor = self._executor, None
-            reaper, self._reaper = self._reaper, None
         for worker in workers:
             worker.kill()
-        if reaper is not None:  # the clean-ups of released workers (kill above waited for any it shared)
-            reaper.shutdown(wait=True)
         if executor is not None:
             executor.shutdown(wait=False)
         # bubblewrap's inner processes are re-parented to us only as they die: reap until none is left

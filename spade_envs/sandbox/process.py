@@ -11,7 +11,6 @@ import os
 import select
 import signal
 import subprocess
-import threading
 import time
 from typing import Any, NamedTuple
 
@@ -34,7 +33,6 @@ from spade_envs.sandbox.launch import bwrap_prefix, read_only_paths, spawn, work
 from spade_envs.sandbox.reaping import await_exit, become_subreaper, reap_orphans
 from spade_envs.sandbox.replies import MAX_DEPTH, BadReply, check_json, check_result
 from spade_envs.sandbox.reply_line import ReplyLineReader
-from spade_envs.sandbox.request_write import RequestWriter
 from spade_envs.sandbox.scratch import Scratch
 from spade_envs.sandbox.uids import UidLease, lease_uid
 from spade_envs.sandbox.waiting import ReplyWait
@@ -62,7 +60,7 @@ class PendingCall(NamedTuple):
 SHARED_DEATH_WAIT_S = 0.05
 
 
-class Worker(RequestWriter, ReplyLineReader):
+class Worker(ReplyLineReader):
     """One worker process, started at ``level`` and ready for ``call``; use once, then :meth:`kill`.
 
     Every path out of the constructor and of :meth:`call` either returns a checked result or raises a typed
@@ -77,7 +75,6 @@ class Worker(RequestWriter, ReplyLineReader):
     def __init__(self, config: SandboxConfig, level: str, warm: bool = False) -> None:
         self.config, self.level, self.warm = config, level, warm
         self.dead = False
-        self._cleaned, self._cleanup_lock = False, threading.Lock()
         self.proc: subprocess.Popen[bytes] | None = None
         self.busy_s = 0.0  # wall time spent in calls: the episode's budget is config.episode_wall_s
         self.reply_bytes = 0  # bytes of replies since the last reset: the budget is config.max_episode_reply_bytes
@@ -256,6 +253,67 @@ class Worker(RequestWriter, ReplyLineReader):
         """The reply pipe's read end (readable once a reply, or the worker's death, is there): for ``poll``."""
         return self._resp_r
 
+    @property
+    def sending(self) -> bool:
+        """Whether part of the pending call's request is still unwritten (``begin(block=False)``; see :meth:`push`)."""
+        return self._unsent is not None
+
+    @property
+    def request_fd(self) -> int:
+        """The request pipe's write end (writable once the worker took some of the request): for ``poll``."""
+        return self._req_w
+
+    def push(self) -> bool:
+        """Write more of the request (call it only when the pipe is writable); True once ``finish`` won't wait.
+
+        True when the request is all out, or writing it failed in a way ``finish`` will report. Never blocks and
+        never raises.
+        """
+        view = self._unsent
+        if view is None or self.dead:
+            return True
+        try:
+            self._unsent = view[os.write(self._req_w, view) :] or None
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True  # finish's own write fails the same way and reports it
+        return self._unsent is None
+
+    def _end_write(self, pending: PendingCall) -> None:
+        """In ``finish``: one more try at what ``push`` left unwritten, then the call fails if some is still left."""
+        view, self._unsent = self._unsent, None
+        self._write(view, pending.deadline, pending.op, pending.timeout_code, block=False)  # type: ignore[arg-type]
+        if self._unsent is None:
+            return
+        if time.monotonic() >= pending.deadline:
+            code = pending.timeout_code if pending.timeout_code == "episode_wall_budget" else "write_timeout"
+            self._fail(EnvTimeout(f"{pending.op}: the worker did not take the request in time; it was killed",
+                                  code=code))  # fmt: skip
+        self._fail(ProtocolViolation(f"the worker answered {pending.op} before it took the whole request",
+                                     code="unsolicited_data"))  # fmt: skip
+
+    def _write(self, data: bytes | memoryview, deadline: float, op: str, timeout_code: str,
+               block: bool = True) -> None:  # fmt: skip
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[os.write(self._req_w, view) :]
+            except BlockingIOError:
+                pass
+            except OSError:
+                self._fail(EnvCrashed(self._death_note("before the request could be sent")))
+            if view and not block:
+                self._unsent = view
+                return
+            if view:
+                left = deadline - time.monotonic()
+                if left <= 0 or not self._write_poller.poll(max(1, int(left * 1000))):
+                    code = timeout_code if timeout_code == "episode_wall_budget" else "write_timeout"
+                    self._fail(
+                        EnvTimeout(f"{op}: the worker did not take the request in time; it was killed", code=code)
+                    )
+
     def _read_reply(self, seq: int, deadline: float, op: str, timeout_code: str) -> Any:
         cap = self.config.max_response_bytes
         # Every byte the host decodes counts against the episode, checked before decoding (the start message and
@@ -306,8 +364,11 @@ class Worker(RequestWriter, ReplyLineReader):
         self.kill()
         raise error
 
-    def stop(self) -> None:
-        """SIGKILL the worker's process group and mark it dead, at once; :meth:`kill` then reaps and cleans up."""
+    def kill(self) -> None:
+        """SIGKILL the worker's process group, reap it and remove its scratch dir.
+
+        Safe to call twice; never raises, never blocks for long.
+        """
         if self.dead:
             return
         self.dead = True
@@ -316,20 +377,6 @@ class Worker(RequestWriter, ReplyLineReader):
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-
-    def kill(self) -> None:
-        """SIGKILL the worker's process group, reap it and remove its scratch dir.
-
-        Safe to call twice, from two threads (the second returns once the first has cleaned up); never raises.
-        """
-        with self._cleanup_lock:
-            if not self._cleaned:
-                self._cleaned = True
-                self.stop()
-                self._clean_up()
-
-    def _clean_up(self) -> None:
-        if self.proc is not None:
             await_exit(self.proc.pid, 5.0)
             try:
                 self.proc.wait(timeout=5.0)
