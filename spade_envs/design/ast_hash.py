@@ -38,6 +38,7 @@ from __future__ import annotations
 import ast
 import hashlib
 
+from spade_envs.envs.ast_parse import parse_source
 from spade_envs.envs.loader import REQUIRED_METHODS
 from spade_envs.envs.tooluse import ToolUseEnv
 
@@ -59,7 +60,7 @@ _PURE = (ast.Constant, ast.Name, ast.Tuple, ast.List, ast.Set, ast.Dict, ast.Una
 def normalized_ast_hash(source: str) -> str:
     """Hex sha256 of the normal form of ``source`` (see the module docstring)."""
     try:
-        tree = ast.parse(source)
+        tree = parse_source(source)
     except (SyntaxError, ValueError):  # ValueError: null bytes
         text = "\n".join(line.strip() for line in source.splitlines() if line.strip())
         return hashlib.sha256(b"text\0" + text.encode("utf-8", "surrogatepass")).hexdigest()
@@ -80,7 +81,7 @@ def without_comments(source: str) -> str:
     tool descriptions) stay, since the agent sees them anyway. Source that does not parse comes back unchanged.
     """
     try:
-        tree = ast.parse(source)
+        tree = parse_source(source)
     except (SyntaxError, ValueError):
         return source
     if not _reads_docstrings(tree):

@@ -17,6 +17,8 @@ import ast
 import re
 from dataclasses import dataclass
 
+from spade_envs.envs.ast_parse import parse_source
+
 __all__ = ["CodeExtraction", "extract_code", "split_thinking"]
 
 _THINK_TAG = re.compile(r"</?think>", re.IGNORECASE)
@@ -184,7 +186,7 @@ def _dedent(lines: list[str], indent: int) -> str:
 
 def _parses(code: str) -> bool:
     try:
-        ast.parse(code)
+        parse_source(code)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return False
     return True
@@ -192,7 +194,7 @@ def _parses(code: str) -> bool:
 
 def _defines_env_class(code: str) -> bool:
     try:
-        tree = ast.parse(code)
+        tree = parse_source(code)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return False
     return any(isinstance(node, ast.ClassDef) and node.name.endswith("Env") for node in tree.body)

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from spade_envs.envs.ast_parse import parse_source
 from spade_envs.envs.errors import SpadeEnvError
 
 __all__ = ["OFFICIAL16", "RLVECatalogError", "RLVEEntry", "UnknownRLVEEnv", "gym_root", "rlve_catalog"]
@@ -82,7 +83,7 @@ def gym_root() -> Path:
 
 def _registry(init_file: Path, dict_name: str) -> dict[str, tuple[str, str]]:
     """``{id: (module, class)}`` from a registry ``__init__.py`` (imports + one dict literal of names)."""
-    tree = ast.parse(init_file.read_text(encoding="utf-8"), str(init_file))
+    tree = parse_source(init_file.read_text(encoding="utf-8"), str(init_file))
     where: dict[str, str] = {}
     table: dict[str, str] = {}
     for node in tree.body:

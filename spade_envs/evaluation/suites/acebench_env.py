@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from spade_envs.envs.ast_parse import parse_source
 from spade_envs.evaluation.suite import MissingEvalData
 
 __all__ = [
@@ -79,7 +80,7 @@ def checkout_commit(root: Path) -> str | None:
 
 def read_constant(path: Path, name: str) -> str:
     """A module-level string constant of ``path``, read without running the file (it may import what we lack)."""
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+    for node in parse_source(path.read_text(encoding="utf-8")).body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
             value = ast.literal_eval(node.value)
             if isinstance(value, str):
@@ -101,7 +102,7 @@ def load_classes(root: Path, kind: str, names: Sequence[str]) -> dict[str, type]
     folder = root / _PACKAGE / kind / "scenariosen"
     where: dict[str, Path] = {}
     for path in sorted(folder.rglob("*.py")):
-        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        for node in parse_source(path.read_text(encoding="utf-8")).body:
             if isinstance(node, ast.ClassDef):
                 where.setdefault(node.name, path)
     missing = sorted(set(names) - set(where))
@@ -247,7 +248,7 @@ def _key(text: str) -> str:
 def _milestone_key(milestone: str) -> str:
     """A milestone as a comparison key: parsed and re-rendered when it is valid Python, else its own text."""
     try:
-        node = ast.parse(milestone.strip(), mode="eval").body
+        node = parse_source(milestone.strip(), mode="eval").body
         calls = node.elts if isinstance(node, ast.List) else [node]
         rendered = []
         for call in calls:

@@ -60,6 +60,11 @@ def _fds() -> int:
 
 
 def _zombies() -> list[int]:
+    """Our zombie children of the kinds the pool's reaper owns (``reap_orphans``: bubblewrap and the interpreter).
+
+    Once a pool exists this process is a child subreaper, so it also adopts the orphans of other tests' daemons
+    (Ray's workers, a launcher's ``sleep``): those are not the sandbox's to reap and are not counted here.
+    """
     found = []
     for task in Path(f"/proc/{os.getpid()}/task").glob("*/children"):
         for pid in task.read_text().split():
@@ -67,7 +72,8 @@ def _zombies() -> list[int]:
                 stat = Path(f"/proc/{pid}/stat").read_text()
             except OSError:
                 continue
-            if stat[stat.rindex(")") + 2] == "Z":
+            name, state = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2]
+            if state == "Z" and (name == "bwrap" or name.startswith("python")):
                 found.append(int(pid))
     return found
 
