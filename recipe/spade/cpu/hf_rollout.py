@@ -22,6 +22,7 @@ from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutReplica, TokenOutput
 
 from recipe.spade.cpu.hf_engine import BatchedGenerator, SamplingRequest
+from recipe.spade.cpu.worker_priority import leave_ray_niceness
 
 __all__ = [
     "HFReplica",
@@ -41,20 +42,19 @@ def server_name(replica_rank: int, kind: str = "", suffix: str = "") -> str:
 
 
 def prepare_generation_threads(threads: int) -> None:
-    """Make the calling thread, the server's one torch thread, generate with ``threads`` torch threads at nice 0.
+    """Make the calling thread, the server's one torch thread, generate with ``threads`` torch threads, un-niced.
+
+    Its nice becomes the raylet's (0 unless the run was started under ``nice``; ``leave_ray_niceness``).
 
     Ray starts its workers at nice 15 (``RAY_worker_niceness``), below its own raylet and GCS and every process of
     the machine at the default 0: the server's OpenMP team then loses its CPUs mid-region and its other threads
     wait at the barrier. Linux nice is per thread and a new thread inherits its creator's, so the team this thread
-    creates (at its first parallel region) inherits the priority set here. Lowering the nice value needs
-    ``CAP_SYS_NICE``; without it the server keeps Ray's and logs so.
+    creates (at its first parallel region) inherits the priority set here. The plugin already does this for the
+    thread that imported verl; this thread may be another. Lowering the nice value needs ``CAP_SYS_NICE``; without
+    it the server keeps Ray's and logs so.
     """
     torch.set_num_threads(max(1, threads))
-    if os.getpriority(os.PRIO_PROCESS, 0) > 0:
-        try:
-            os.setpriority(os.PRIO_PROCESS, 0, 0)  # PRIO_PROCESS with 0 is the calling thread on Linux
-        except PermissionError:
-            logger.warning("hf rollout: keeps Ray's nice %d (no CAP_SYS_NICE)", os.getpriority(os.PRIO_PROCESS, 0))
+    leave_ray_niceness()
 
 
 def load_on_torch_thread(path: str, threads: int, trust_remote_code: bool = False) -> tuple[Any, ThreadPoolExecutor]:

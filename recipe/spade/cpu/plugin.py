@@ -3,7 +3,8 @@
 verl imports it in every process (driver and Ray workers) through the ``verl.plugins`` entry point this package
 declares, or through ``VERL_USE_EXTERNAL_MODULES=recipe.spade.cpu.plugin``. It always registers the ``cpu``
 platform and the ``hf`` rollout (harmless on GPU hosts: neither is chosen unless asked for), and applies the
-monkeypatches only when ``VERL_PLATFORM=cpu``. Importing it twice is harmless.
+monkeypatches only when ``VERL_PLATFORM=cpu``; there, in a Ray worker, it also takes the importing thread out of
+Ray's nice 15 (``worker_priority.py``). Importing it twice is harmless.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import os
 
 from verl.workers.rollout.replica import RolloutReplicaRegistry
 
-from recipe.spade.cpu import patches
+from recipe.spade.cpu import patches, worker_priority
 from recipe.spade.cpu import platform as _platform  # noqa: F401  (registers PlatformCPU)
 
 
@@ -46,3 +47,5 @@ RolloutReplicaRegistry.register("hf_soak", _load_soak_replica)
 RolloutReplicaRegistry.register("hf_ladder", _load_ladder_replica)
 if os.environ.get("VERL_PLATFORM", "").strip().lower() == "cpu":
     patches.apply_all()
+    if worker_priority.is_ray_worker_process():
+        worker_priority.leave_ray_niceness()

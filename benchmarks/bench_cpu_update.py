@@ -1,21 +1,27 @@
-"""An update's seconds, page faults and heap growth with glibc's default malloc and with mmap turned off (issue 39).
+"""One update of ``make learn``'s shape through verl's FSDP engine on CPU, under settings that change its speed.
 
-Run: ``.venv/bin/python benchmarks/bench_cpu_malloc.py [--model DIR] [--rounds 3] [--batches 3] [--threads 2]``.
-Prints a table. About two minutes with SmolLM2 (``make learn`` converts it to ``~/.cache/spade/smollm2-135m``; the
-tiny random Qwen3 otherwise, whose vocabulary is too small for the effect to show).
+Run: ``.venv/bin/python benchmarks/bench_cpu_update.py [--settings NAME ...] [--model DIR] [--rounds 3]
+[--batches 3] [--threads 2]``. Prints a table. A minute or two per setting with SmolLM2 (``make learn`` converts it
+to ``~/.cache/spade/smollm2-135m``; the tiny random Qwen3 otherwise, too small for either effect to show).
 
-Each round starts two fresh processes, one per setting, alternating which goes first: the process builds verl
-0.9.1's FSDP engine on the model and runs ``--batches`` mini-batches of ``make learn``'s shape (32 rows of ~160
-prompt and 8-64 response tokens, micro-batches of 8, bf16 autocast as the engine's default) through
-``forward_backward_batch`` with ``ppo_loss``. The first mini-batch warms up and is left out. "faults" are the
-process's minor page faults per mini-batch (``ru_minflt``): each is a page the kernel had to find and zero; "RSS
-growth" is the resident memory after the last mini-batch minus after the first timed one (a heap that keeps freed
-memory but does not reuse it grows by about one step's allocations per step).
+Each round starts one fresh process per setting, in alternating order: it builds verl 0.9.1's FSDP engine on the
+model and runs ``--batches`` mini-batches of ``make learn``'s shape (32 rows of ~160 prompt and 8-64 response
+tokens, micro-batches of 8, bf16 autocast as the engine's default) through ``forward_backward_batch`` with
+``ppo_loss``; one warm-up mini-batch first. Columns: seconds per mini-batch; minor page faults per mini-batch
+(``ru_minflt``, each a page the kernel found and zeroed); peak RSS; RSS growth from the first timed mini-batch to the
+last, per process (a heap that keeps freed memory without reusing it grows by about a step's allocations a step).
 
-Why: perf showed ``make learn``'s update worker 31% in the kernel, 20% zeroing fresh pages: glibc serves an
-allocation over 32 MiB (SmolLM2's logits and their copies) with an mmap of its own and unmaps it on free. Turning
-mmap off (``MALLOC_MMAP_MAX_=0``, no trim) keeps those pages, but glibc then sometimes fails to reuse a freed block
-and grows the heap instead (docs/cpu.md): not shipped in the CPU backend; this benchmark is the evidence.
+Settings (issue 39, docs/cpu.md):
+
+- ``default``: glibc's malloc, nice 0, nothing else running.
+- ``no mmap``: ``MALLOC_MMAP_MAX_=0`` and no trim. perf showed ``make learn``'s update worker 31% in the kernel,
+  20% zeroing fresh pages: glibc serves an allocation over 32 MiB (SmolLM2's logits and their copies) with an mmap
+  of its own and unmaps it on free. Without mmap the pages stay, but glibc sometimes grows the heap instead of
+  reusing a freed block: not shipped.
+- ``nice 15 + neighbour`` / ``nice 0 + neighbour``: the process at Ray's worker nice (15) or at 0, next to a nice-0
+  neighbour that keeps one CPU half busy (5 ms of work, 5 ms of sleep), as a run's other processes do; at nice 15
+  the OpenMP team's threads lose their CPU to it and the others wait at the barrier. The CPU backend now takes its
+  Ray workers to nice 0 (``recipe/spade/cpu/worker_priority.py``).
 """
 
 from __future__ import annotations
@@ -32,11 +38,18 @@ ROOT = Path(__file__).resolve().parents[1]
 SMOLLM2 = Path.home() / ".cache" / "spade" / "smollm2-135m"
 
 
-#: name: environment; glibc reads these at start-up
-SETTINGS = {
-    "glibc default": {},
-    "no mmap, no trim": {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": "68719476736"},
+#: name: (environment, nice, a half-busy nice-0 neighbour); glibc reads the environment at start-up
+SETTINGS: dict[str, tuple[dict[str, str], int, bool]] = {
+    "default": ({}, 0, False),
+    "no mmap": ({"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": "68719476736"}, 0, False),
+    "nice 15 + neighbour": ({}, 15, True),
+    "nice 0 + neighbour": ({}, 0, True),
 }
+#: the neighbour: 5 ms of work, 5 ms of sleep, forever (killed after the measurement)
+NEIGHBOUR = (
+    "import time\nwhile True:\n    t = time.perf_counter()\n    while time.perf_counter() - t < 0.005:\n"
+    "        pass\n    time.sleep(0.005)\n"
+)
 
 
 def _rss_mib() -> float:
@@ -91,11 +104,18 @@ def child(model_dir: str, batches: int, threads: int) -> None:
     print(json.dumps({"seconds": seconds[1:], "faults": faults[1:], "max_rss_mib": peak, "growth_mib": growth}))
 
 
-def run_child(env: dict[str, str], args: argparse.Namespace) -> dict:
+def run_child(setting: tuple[dict[str, str], int, bool], args: argparse.Namespace) -> dict:
+    env, nice, neighbour = setting
     base = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
-    command = [sys.executable, __file__, "--child", "--model", args.model, "--batches", str(args.batches),
-               "--threads", str(args.threads)]  # fmt: skip
-    out = subprocess.run(command, env={**base, "VERL_PLATFORM": "cpu", **env}, capture_output=True, text=True)
+    command = ["nice", "-n", str(nice), sys.executable, __file__, "--child", "--model", args.model,
+               "--batches", str(args.batches), "--threads", str(args.threads)]  # fmt: skip
+    other = subprocess.Popen([sys.executable, "-c", NEIGHBOUR]) if neighbour else None
+    try:
+        out = subprocess.run(command, env={**base, "VERL_PLATFORM": "cpu", **env}, capture_output=True, text=True)
+    finally:
+        if other is not None:
+            other.kill()
+            other.wait()
     if out.returncode != 0:
         raise RuntimeError(f"benchmark process failed (rc {out.returncode}): {out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -107,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batches", type=int, default=3, help="timed mini-batches per process (after one warm-up)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (make learn: every core)")
+    parser.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=list(SETTINGS))
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -115,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT))
     from spade_envs.cli.table import format_table
 
-    settings = SETTINGS
+    settings = {name: SETTINGS[name] for name in args.settings}
     print(f"model {args.model}; {args.rounds} rounds x {args.batches} mini-batches of 32 rows", flush=True)
     results: dict[str, list[dict]] = {name: [] for name in settings}
     for r in range(args.rounds):
@@ -132,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
                       f"{statistics.median(f for run in runs for f in run['faults']):,.0f}",
                       f"{max(run['max_rss_mib'] for run in runs):,.0f}",
                       " ".join(f"{run['growth_mib']:+,.0f}" for run in runs)])  # fmt: skip
-    headers = ["malloc", "update s p50", "min", "vs default", "faults / update", "peak RSS MiB", "RSS growth MiB"]
+    headers = ["setting", "update s p50", "min", f"vs {next(iter(settings))}", "faults / update", "peak RSS MiB",
+               "RSS growth MiB"]  # fmt: skip
     print(format_table(headers, table))
     return 0
 
