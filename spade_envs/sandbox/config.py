@@ -66,6 +66,10 @@ class SandboxConfig:
             wake-ups of a call stay on one CPU: a pipe round trip took 58 us across a 2-vCPU VM's vCPUs and 3 us on
             one. Off by default: on a busy host it cut a step by ~40%, but on an idle one it cost ~15% of round-robin
             throughput and raised the SPADE step's sandbox share from 0.27 to 0.42 (docs/sandbox.md, "Speed").
+        nice: the lowest nice value an env worker runs at (0-19): a worker that would start below it raises itself
+            to it before any env code runs, and env code cannot lower it (no ``CAP_SYS_NICE``). 0 keeps what the
+            worker inherits from the thread that starts it. Generated code that burns CPU then stays behind the
+            training's own threads (the recipe sets 15, Ray's worker nice, which a CPU run's trainer threads leave).
     """
 
     isolation: str = "auto"
@@ -92,6 +96,7 @@ class SandboxConfig:
     reply_spin_us: int = 300
     request_spin_us: int = 60
     follow_caller_cpu: bool = False
+    nice: int = 0
 
     def __post_init__(self) -> None:
         if self.isolation not in ("auto", *ISOLATION_LEVELS):
@@ -102,12 +107,14 @@ class SandboxConfig:
                 isinstance(value, (int, float))
                 and not isinstance(value, bool)
                 and value <= 0
-                and f.name not in ("pool_size", "pool_max_ready", "reply_spin_us", "request_spin_us")
+                and f.name not in ("pool_size", "pool_max_ready", "reply_spin_us", "request_spin_us", "nice")
             ):
                 raise ValueError(f"{f.name} must be positive, got {value!r}")
         for name in ("pool_size", "pool_max_ready", "reply_spin_us", "request_spin_us"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if not 0 <= self.nice <= 19:
+            raise ValueError(f"nice must be within 0-19 (raising a worker's nice needs no privilege), got {self.nice}")
         if self.preload_numpy and self.memory_mb < MIN_MEMORY_MB_WITH_NUMPY:  # numpy is imported under the limit
             raise ValueError(
                 f"memory_mb must be at least {MIN_MEMORY_MB_WITH_NUMPY} with preload_numpy (a pre-started worker "

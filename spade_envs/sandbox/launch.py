@@ -80,6 +80,7 @@ def worker_command(config: Any, level: str, req_r: int, resp_w: int, scratch: st
         "max_observation_chars": config.max_observation_chars,
         "preload_numpy": config.preload_numpy,
         "request_spin_us": config.request_spin_us,
+        "nice": config.nice,
         "warm": warm,
         "limits": {"memory_mb": config.memory_mb, "cpu_s": config.episode_cpu_s,
                    "file_size_mb": config.file_size_mb, "open_files": config.open_files,

@@ -313,6 +313,8 @@ def main() -> None:
     # env code sees one fixed command line: the config names this worker's fds, scratch and uid, none of its context
     sys.argv[:], sys.orig_argv[:] = [""], [sys.executable]
     _die_with_host(cfg.get("host_pid"))
+    if os.getpriority(os.PRIO_PROCESS, 0) < cfg.get("nice", 0):  # raise only: env code's threads inherit it
+        os.setpriority(os.PRIO_PROCESS, 0, cfg["nice"])
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if p and os.path.abspath(p) != here]  # what -P does on Python >= 3.11
     sys.path.extend(cfg.get("site_packages", []))  # started with -S: the venv's packages, no .pth code
