@@ -113,8 +113,11 @@ class SandboxConfig:
         for name in ("pool_size", "pool_max_ready", "reply_spin_us", "request_spin_us"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if not 0 <= self.nice <= 19:
-            raise ValueError(f"nice must be within 0-19 (raising a worker's nice needs no privilege), got {self.nice}")
+        if isinstance(self.nice, bool) or not isinstance(self.nice, int) or not 0 <= self.nice <= 19:
+            raise ValueError(
+                f"nice must be a whole number within 0-19 (raising a worker's nice needs no privilege), "
+                f"got {self.nice!r}"
+            )
         if self.preload_numpy and self.memory_mb < MIN_MEMORY_MB_WITH_NUMPY:  # numpy is imported under the limit
             raise ValueError(
                 f"memory_mb must be at least {MIN_MEMORY_MB_WITH_NUMPY} with preload_numpy (a pre-started worker "

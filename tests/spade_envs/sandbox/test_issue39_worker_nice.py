@@ -78,5 +78,5 @@ def test_the_default_keeps_what_the_worker_inherits():
 
 @pytest.mark.parametrize("bad", [-1, 20])
 def test_a_nice_outside_0_to_19_is_refused(bad):
-    with pytest.raises(ValueError, match="nice must be within 0-19"):
+    with pytest.raises(ValueError, match="nice must be a whole number within 0-19"):
         SandboxConfig(nice=bad)
