@@ -97,7 +97,10 @@ def test_a_valid_environment_passes(pool):
 
 @pytest.mark.parametrize("code", sorted(CASES))
 def test_each_defect_gets_its_own_failure_code(pool, code):
-    report = validate_source(CASES[code], pool)
+    # random_wins: the random agent wins only if it sends the observation's number, which 2 episodes on each of 3
+    # fresh seeds missed in ~1 run of 8 (CI flake, issue 39's fifth stop); 10 episodes per seed make a miss ~1e-4
+    config = ValidationConfig(random_episodes=10) if code == "random_wins" else None
+    report = validate_source(CASES[code], pool, config)
     assert not report.ok
     assert report.code == code, f"{report.code}: {report.reason}"
     assert code in FAILURE_CODES and report.reason
