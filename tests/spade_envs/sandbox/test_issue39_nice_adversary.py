@@ -14,9 +14,9 @@ import os
 import time
 
 import pytest
+from test_issue39_worker_nice import usable_levels
 
 from spade_envs.sandbox import RemoteEnv, SandboxConfig, WorkerPool
-from spade_envs.sandbox.pool import probe_isolation
 from spade_envs.sandbox.process import Worker
 
 FLOOR = 15
@@ -112,18 +112,7 @@ class NiceEnv:
 """
 
 
-def _levels() -> list[str]:
-    usable = []
-    for level in ("bwrap", "landlock", "rlimits"):
-        try:
-            probe_isolation(SandboxConfig(isolation=level))
-        except Exception:  # noqa: BLE001  (a level this host cannot run)
-            continue
-        usable.append(level)
-    return usable
-
-
-LEVELS = _levels()
+LEVELS = usable_levels()
 
 
 def _reset(level: str, source: str, **config: object) -> str:

@@ -42,7 +42,8 @@ class NiceEnv:
 """
 
 
-def _levels() -> list[str]:
+def usable_levels() -> list[str]:
+    """The isolation levels whose workers start on this host."""
     usable = []
     for level in ("bwrap", "landlock", "rlimits"):
         try:
@@ -53,7 +54,7 @@ def _levels() -> list[str]:
     return usable
 
 
-@pytest.mark.parametrize("level", _levels())
+@pytest.mark.parametrize("level", usable_levels())
 def test_env_code_runs_at_the_configured_nice_and_cannot_lower_it(level):
     assert os.getpriority(os.PRIO_PROCESS, 0) < 15  # the test (and so the spawner) runs below the floor
     worker = Worker(SandboxConfig(isolation=level, pool_size=0, preload_numpy=False, nice=15), level)
@@ -66,7 +67,7 @@ def test_env_code_runs_at_the_configured_nice_and_cannot_lower_it(level):
 
 
 def test_the_default_keeps_what_the_worker_inherits():
-    level = _levels()[0]
+    level = usable_levels()[0]
     worker = Worker(SandboxConfig(isolation=level, pool_size=0, preload_numpy=False), level)
     try:
         worker.call("init", source=ENV)
