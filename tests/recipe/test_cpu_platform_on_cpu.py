@@ -52,6 +52,10 @@ def test_check_symbol_fails_loudly_on_drift():
         ("verl.workers.engine.fsdp.transformer_impl", "fsdp2_load_full_state_dict", ("model", "full_state")),
         ("verl.workers.engine.base", "EngineRegistry", ()),
         ("verl.workers.rollout.base", "_ROLLOUT_REGISTRY", ()),
+        ("verl.utils.torch_functional", "logprobs_from_logits", ("logits", "labels", "inplace_backward")),
+        ("verl.workers.engine.fsdp.transformer_impl", "logprobs_from_logits", ("logits", "labels", "inplace_backward")),
+        ("verl.utils.torch_functional", "FLAH_ATTN_CROSS_ENTROPY_LOSS_AVAILABLE", ()),
+        ("verl.utils.torch_functional", "NPU_CROSS_ENTROPY_LOSS_AVAILABLE", ()),
     ],
 )
 def test_every_patched_symbol_exists_as_expected(module, name, params):
@@ -65,6 +69,7 @@ from verl.workers.engine.base import EngineRegistry
 from verl.workers.rollout.base import _ROLLOUT_REGISTRY
 from verl.workers.rollout.replica import get_rollout_replica_class
 import verl.utils.distributed as dist, verl.workers.engine_workers as ew
+import verl.workers.engine.fsdp.transformer_impl as impl
 from recipe.spade.cpu import patches
 patches.apply_all(); patches.apply_all()  # idempotent
 print(json.dumps({
@@ -74,6 +79,7 @@ print(json.dumps({
     "replica": get_rollout_replica_class("hf").__name__,
     "gloo_wrapped": getattr(dist.initialize_global_process_group_ray, "_spade_cpu_patched", False),
     "rebound": ew.initialize_global_process_group_ray is dist.initialize_global_process_group_ray,
+    "chunked_logprobs": getattr(impl.logprobs_from_logits, "_spade_cpu_patched", False),
 }))
 """
 
@@ -90,6 +96,7 @@ def test_plugin_loads_through_verls_entry_point(platform):
     if platform == "cpu":
         assert facts["platform"] == "cpu" and "cpu" in facts["engines"]
         assert facts["adapter"] == "recipe.spade.cpu.hf_rollout.HFServerAdapter"
-        assert facts["gloo_wrapped"] and facts["rebound"]
+        assert facts["gloo_wrapped"] and facts["rebound"] and facts["chunked_logprobs"]
     else:
         assert facts["platform"] != "cpu" and "cpu" not in facts["engines"] and facts["adapter"] is None
+        assert not facts["chunked_logprobs"]

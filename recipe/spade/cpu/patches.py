@@ -1,4 +1,4 @@
-"""The four monkeypatches verl 0.9.1 needs to train on CPU, each guarded.
+"""The monkeypatches verl 0.9.1 needs to train on CPU (four), and one that makes it fast there, each guarded.
 
 Every patch first checks that the verl symbol it touches exists with the expected signature and fails with a
 message naming verl 0.9.1 otherwise, so a verl upgrade breaks loudly here instead of deep inside a Ray worker.
@@ -113,11 +113,37 @@ def no_fsdp2_offload_policy() -> None:
     impl.apply_fsdp2, impl.fsdp2_load_full_state_dict = apply_fsdp2, fsdp2_load_full_state_dict
 
 
+def chunked_token_logprobs() -> None:
+    """Patch 5: the FSDP engine's token log-probs in row blocks instead of one token at a time.
+
+    Without flash-attn's or torch_npu's cross-entropy, verl's ``logprobs_from_logits`` loops over the rows of the
+    unpadded ``(tokens, vocab)`` logits (``chunked_logprobs.py``): same values, bitwise, without the per-token calls.
+    """
+    functional = importlib.import_module("verl.utils.torch_functional")
+    check_symbol(functional.__name__, "logprobs_from_logits", ("logits", "labels", "inplace_backward"))
+    for flag in ("FLAH_ATTN_CROSS_ENTROPY_LOSS_AVAILABLE", "NPU_CROSS_ENTROPY_LOSS_AVAILABLE"):
+        if check_symbol(functional.__name__, flag):
+            return  # a fused kernel is there: verl's own path is already vectorised
+    impl = importlib.import_module("verl.workers.engine.fsdp.transformer_impl")
+    current = check_symbol(impl.__name__, "logprobs_from_logits", ("logits", "labels", "inplace_backward"))
+    if getattr(current, _APPLIED, False):
+        return
+    from recipe.spade.cpu.chunked_logprobs import logprobs_from_logits_chunked
+
+    @functools.wraps(current)
+    def logprobs_from_logits(logits: Any, labels: Any, inplace_backward: bool = True) -> Any:
+        return logprobs_from_logits_chunked(logits, labels, inplace_backward)
+
+    setattr(logprobs_from_logits, _APPLIED, True)
+    impl.logprobs_from_logits = logprobs_from_logits
+
+
 PATCHES: tuple[Callable[[], None], ...] = (
     register_rollout_adapter,
     gloo_process_group,
     register_cpu_engines,
     no_fsdp2_offload_policy,
+    chunked_token_logprobs,
 )
 
 
