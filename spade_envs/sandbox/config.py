@@ -35,8 +35,9 @@ class SandboxConfig:
         open_files: file-descriptor limit inside the worker.
         processes: process/thread limit (RLIMIT_NPROC) for the worker's uid.
         pool_size: pre-started blank workers kept ready, so starting an env costs about a millisecond.
-        pool_max_ready: the pool also keeps ``in use + ready`` at the most workers ever in use at once (the
-            demand of its agent loop), with at most this many ready; 0 keeps ``pool_size`` only.
+        pool_max_ready: the pool also keeps ``in use + ready`` at the most workers ever in use at once, and
+            ``taken in this burst + ready`` at the most one burst took (workers serve once; a burst is what is
+            handed out between two moments with none in use), with at most this many ready; 0: ``pool_size`` only.
         max_workers: most workers in use at once (plus the ready ones); acquiring more waits.
         acquire_timeout_s: longest wait for a free worker slot; past it ``SandboxUnavailable`` (``acquire_timeout``).
             asyncio callers wait without holding a thread.

@@ -94,8 +94,8 @@ def _has_worker_children() -> bool:
 class WorkerPool:
     """Pre-started workers at one isolation level, refilled in the background, bounded by ``max_workers``.
 
-    The ready queue holds ``pool_size`` workers, or as many as the most ever in use at once (minus those in use
-    now, at most ``pool_max_ready``): the demand of the agent loop it serves, on CPU and GPU configs alike.
+    The ready queue holds ``pool_size`` workers, or the demand seen so far (at most ``pool_max_ready``): as many as
+    were ever in use at once, or as many as one burst of work took, whichever is more (:meth:`_ready_target`).
 
     Threads acquire with :meth:`acquire`, asyncio tasks with :meth:`acquire_async` (they wait for a slot without
     holding a thread). Use as a context manager, or call :meth:`shutdown`; no worker outlives the pool.
@@ -112,7 +112,9 @@ class WorkerPool:
         self._live: set[Worker] = set()
         self._lock = threading.Lock()
         self._slots = SlotGate(self.config.max_workers)
-        self._peak_live = 0  # most workers in use at once so far: the demand the ready queue is sized to
+        self._peak_live = 0  # most workers in use at once so far
+        self._burst = 0  # workers handed out since the pool was last idle (none in use)
+        self._peak_burst = 0  # most workers one burst took so far
         self._executor: ThreadPoolExecutor | None = None
         self._dispatcher: CallDispatcher | None = None
         self._closed = False
@@ -136,12 +138,18 @@ class WorkerPool:
     def _ready_target(self) -> int:
         """Ready workers to keep (call with the lock held): ``pool_size``, or more to match the demand seen so far.
 
-        The pool keeps ``in use + ready`` at the most workers ever in use at once (at most ``pool_max_ready`` of
-        them ready): an agent loop that runs N episodes at once finds N started workers at its next step, instead
-        of starting all but ``pool_size`` of them on its critical path. Never more than ``max_workers +
-        pool_size`` processes in all.
+        Two measures of demand, at most ``pool_max_ready`` ready for either. Concurrency: ``in use + ready`` is kept
+        at the most workers ever in use at once, so an agent loop that runs N episodes at once finds N started
+        workers at its next step. Bursts: workers are used once, so work that takes them one after another (a
+        validation's five workers in turn, a design's measurement plays after it) needs more starts than it holds
+        at once; ``taken in this burst + ready`` is kept at the most one burst took, a burst being what the pool
+        hands out between two moments with none in use (a training step's rollout). Otherwise those starts land
+        on the burst's critical path. Never more than ``max_workers + pool_size`` processes in all.
         """
-        return max(self.config.pool_size, min(self._peak_live, self.config.pool_max_ready) - len(self._live))
+        cap = self.config.pool_max_ready
+        concurrency = min(self._peak_live, cap) - len(self._live)
+        burst = min(self._peak_burst, cap) - self._burst
+        return max(self.config.pool_size, concurrency, burst)
 
     @property
     def waiting_count(self) -> int:
@@ -219,6 +227,8 @@ class WorkerPool:
                 if not closed:
                     self._live.add(worker)
                     self._peak_live = max(self._peak_live, len(self._live))
+                    self._burst += 1
+                    self._peak_burst = max(self._peak_burst, self._burst)
             if closed:  # shut down while it started: shutdown() has already killed what it could see
                 worker.kill()
                 self._check_open()
@@ -236,6 +246,8 @@ class WorkerPool:
             with self._lock:
                 was_live = worker in self._live
                 self._live.discard(worker)
+                if not self._live:  # idle: the burst is over, the next worker handed out starts another
+                    self._burst = 0
             if was_live:
                 self._slots.give()
                 self._refill_wanted.set()  # fewer in use: the ready queue may grow back to the demand

@@ -76,6 +76,23 @@ def test_the_ready_queue_grows_to_the_most_workers_in_use_at_once():
         assert pool.ready_count + pool.live_count <= config.max_workers + config.pool_size
 
 
+def test_the_ready_queue_covers_a_burst_of_workers_used_one_after_another():
+    """Workers are used once: a burst that takes six, two at a time (a validation's workers in turn beside an agent's
+    episode), finds six started at its next occurrence, not just the two it held at once."""
+    config = SandboxConfig(isolation=_level(), pool_size=1, pool_max_ready=8, max_workers=6, preload_numpy=False)
+    with WorkerPool(config) as pool:
+        assert _wait_ready(pool, 1) == 1
+        anchor = pool.acquire()  # in use throughout: one burst
+        for _ in range(5):
+            pool.release(pool.acquire())
+        assert pool.live_count == 1
+        pool.release(anchor)  # idle: the burst took 6
+        assert _wait_ready(pool, 6) == 6
+        for _ in range(2):  # a smaller burst later lowers nothing: the most one burst took stays the demand
+            pool.release(pool.acquire())
+        assert _wait_ready(pool, 6) == 6
+
+
 def test_pool_max_ready_bounds_the_ready_queue():
     config = SandboxConfig(isolation=_level(), pool_size=0, pool_max_ready=2, max_workers=6, preload_numpy=False)
     with WorkerPool(config) as pool:
