@@ -71,6 +71,7 @@ class SandboxConfig:
             to it before any env code runs, and env code cannot lower it (no ``CAP_SYS_NICE``). 0 keeps what the
             worker inherits from the thread that starts it. Generated code that burns CPU then stays behind the
             training's own threads (the recipe sets 15, Ray's worker nice, which a CPU run's trainer threads leave).
+            The host also sets the worker's session autogroup to it, where the kernel lets it (``autogroup.py``).
     """
 
     isolation: str = "auto"

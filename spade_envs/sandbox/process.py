@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 from spade_envs.envs.failures import FAILURE_CODES
 from spade_envs.sandbox import protocol
 from spade_envs.sandbox.affinity import CpuFollower, sandbox_pid
+from spade_envs.sandbox.autogroup import weigh_session
 from spade_envs.sandbox.cgroups import PidsCgroup, pids_root
 from spade_envs.sandbox.config import SandboxConfig
 from spade_envs.sandbox.errors import (
@@ -126,6 +127,8 @@ class Worker(ReplyLineReader):
             os.close(req_r)
             os.close(resp_w)
             self._fds = [self._req_w, self._resp_r]
+        if config.nice:  # the session's CPU weight too, or the floor counts only within it (autogroup.py)
+            weigh_session(self.proc.pid, config.nice)
         os.set_blocking(self._req_w, False)  # writes get a deadline too: a worker may stop reading
         self._wait = ReplyWait(self._resp_r, config.reply_spin_us)
         self._poller = self._wait.poller  # the reply pipe's (kept for callers that poll it by hand)
