@@ -7,7 +7,12 @@ Run: ``.venv/bin/python benchmarks/bench_spade_step.py [--steps 5] [--work DIR]`
   writing and the paired measurement plays, as a real run would. Design and play-only steps are reported apart.
 * GRPO: ``recipe.spade.laptop.main_cpu`` (verl's plain GRPO) with the same model, 4 prompts x n 2, response budget 64,
   and tiny prompts padded with filler words to SPADE's mean prompt length, so that both train on about the same
-  number of tokens per step.
+  number of tokens per step (issue 31's and issue 39's baseline).
+* GRPO, SPADE's step shapes: the same, but each step's four prompts padded to the lengths SPADE's step of that number
+  had (a design step: two at its longest prompt, the designer's, and two at its shortest, the agent's; a play-only
+  step: four at its mean), in order (``data.shuffle=false``). Row lengths decide the update's cost per token
+  (attention grows with a row; per-row costs weigh more on short rows), so the ratio to this run is what SPADE's own
+  machinery (sandbox, validation, hints, measurement plays) costs beyond plain GRPO on the same rows.
 
 Step 1 of each run carries warm-up and is left out of the means. The ratio columns are SPADE over GRPO from the
 same run, per 1k trained tokens (issue 31's measure) and per step; "gen s", "old_lp s" and "update s" are verl's
@@ -71,14 +76,19 @@ def spade_steps(work: Path, steps: int) -> dict[int, dict[str, float]]:
     return _run(command, work, env, steps)
 
 
-def grpo_steps(work: Path, steps: int, context_words: int) -> dict[int, dict[str, float]]:
+def grpo_steps(work: Path, steps: int, context_words: int, shaped: Path | None = None) -> dict[int, dict[str, float]]:
+    """Plain GRPO: every prompt with ``context_words`` filler words, or the prompts of ``shaped`` in order."""
+    data = ([f"data.train_files={shaped}", f"data.val_files={shaped}", "data.shuffle=false",
+             "data.max_prompt_length=4032"] if shaped else
+            [f"spade_cpu.tiny_data_dir={work / 'data'}", f"spade_cpu.tiny_context_words={context_words}",
+             "data.max_prompt_length=2048"])  # fmt: skip
     command = [sys.executable, "-m", "recipe.spade.laptop.main_cpu", f"spade_cpu.tiny_model_dir={work / 'model'}",
-               f"spade_cpu.tiny_data_dir={work / 'data'}", f"spade_cpu.tiny_context_words={context_words}",
-               f"trainer.total_training_steps={steps}", "data.train_batch_size=4", "actor_rollout_ref.rollout.n=2",
-               "data.max_prompt_length=2048", "data.max_response_length=64", "data.filter_overlong_prompts=false",
+               *data, f"trainer.total_training_steps={steps}", "data.train_batch_size=4",
+               "actor_rollout_ref.rollout.n=2", "data.max_response_length=64", "data.filter_overlong_prompts=false",
                "actor_rollout_ref.actor.ppo_mini_batch_size=2",
-               f"trainer.default_local_dir={work / 'ckpt'}"]  # fmt: skip
-    print(f"GRPO: {steps} steps, {context_words} filler words per prompt ...", flush=True)
+               f"trainer.default_local_dir={work / ('ckpt-shaped' if shaped else 'ckpt')}"]  # fmt: skip
+    what = "SPADE's step shapes" if shaped else f"{context_words} filler words per prompt"
+    print(f"GRPO: {steps} steps, {what} ...", flush=True)
     return _run(command, work, {**os.environ}, steps)
 
 
@@ -90,6 +100,38 @@ def _words_for(prompt_tokens: float, model_dir: Path) -> int:
     sample = " ".join(["river", "lantern", "tile", "barge", "coin", "card"] * 50)
     per_word = len(tokenizer(sample)["input_ids"]) / 300
     return max(0, int(prompt_tokens / per_word) - 20)
+
+
+def step_shapes(spade: dict[int, dict[str, float]]) -> list[list[float]]:
+    """Per SPADE step, in order, the prompt tokens of its four prompts (see the module docstring)."""
+    shapes = []
+    for step in sorted(spade):
+        row = spade[step]
+        if row.get("spade/designer/samples", 0) > 0:
+            shapes.append([row["prompt_length/max"]] * 2 + [row["prompt_length/min"]] * 2)
+        else:
+            shapes.append([row["prompt_length/mean"]] * 4)
+    return shapes
+
+
+def write_shaped_dataset(path: Path, shapes: list[list[float]], model_dir: Path) -> Path:
+    """A parquet of tiny prompts, one per entry of ``shapes`` in order, each padded to its prompt-token length."""
+    import pandas as pd
+
+    from recipe.spade.cpu.tiny_data import write_tiny_dataset
+
+    base = pd.read_parquet(write_tiny_dataset(path.parent / "base", "train", sum(len(s) for s in shapes)))
+    filler = ["river", "lantern", "tile", "barge", "coin", "card"]
+    rows = []
+    for index, tokens in enumerate(t for shape in shapes for t in shape):
+        row = base.iloc[index].to_dict()
+        words = _words_for(tokens, model_dir)
+        context = " ".join(filler[i % len(filler)] for i in range(words))
+        question = row["prompt"][0]["content"]
+        row["prompt"] = [{"role": "user", "content": f"{context}\n\n{question}" if context else question}]
+        rows.append(row)
+    pd.DataFrame(rows).to_parquet(path, index=False)
+    return path
 
 
 def _per_token(rows: list[dict[str, float]]) -> float:
@@ -129,6 +171,9 @@ def main(argv: list[str] | None = None) -> int:
         prompt_tokens = statistics.mean(r["prompt_length/mean"] for r in later)
         grpo = grpo_steps(work, args.steps, _words_for(prompt_tokens, model_dir))
         grpo_rows = [grpo[s] for s in sorted(grpo) if s > 1]
+        shaped_path = write_shaped_dataset(work / "shaped" / "train.parquet", step_shapes(spade), model_dir)
+        shaped = grpo_steps(work, args.steps, 0, shaped=shaped_path)
+        shaped_rows = [shaped[s] for s in sorted(shaped) if s > 1]
         table = [_row("plain GRPO (same tokens)", grpo_rows, None)]
         for name, rows in (
             ("SPADE, all steps", later),
@@ -137,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
         ):
             if rows:
                 table.append(_row(name, rows, grpo_rows))
+        table.append(_row("plain GRPO (SPADE's step shapes)", shaped_rows, grpo_rows))
+        table.append(_row("SPADE vs GRPO on its shapes", later, shaped_rows))
         # the first ratio is issue 31's measure (per 1k trained tokens, target <= 1.3x); the second is per step
         headers = ["run", "steps", "s / step", "gen s", "old_lp s", "update s", "tokens / step", "s / 1k tokens",
                    "vs GRPO / 1k tok", "vs GRPO / step"]  # fmt: skip
@@ -144,6 +191,12 @@ def main(argv: list[str] | None = None) -> int:
         ratio = _per_token(later) / _per_token(grpo_rows)
         verdict = "ok" if ratio <= TARGET_RATIO else "MISS"
         print(f"SPADE vs GRPO per 1k trained tokens, all steps: {ratio:.2f}x (target <= {TARGET_RATIO:g}x [{verdict}])")
+        shaped_ratio = _per_token(later) / _per_token(shaped_rows)
+        print(
+            f"SPADE vs GRPO on SPADE's step shapes, per 1k trained tokens: {shaped_ratio:.2f}x (SPADE's machinery; "
+            f"the shaped run trained {statistics.mean(r['perf/total_num_tokens'] for r in shaped_rows):.0f} "
+            f"tokens a step against SPADE's {statistics.mean(r['perf/total_num_tokens'] for r in later):.0f})"
+        )
         grpo_prompt = statistics.mean(r["prompt_length/mean"] for r in grpo_rows)
         share = statistics.mean(r.get("spade/sandbox_time_share", 0.0) for r in later)
         print(

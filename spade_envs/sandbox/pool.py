@@ -146,10 +146,11 @@ class WorkerPool:
         hands out between two moments with none in use (a training step's rollout). Otherwise those starts land
         on the burst's critical path. Never more than ``max_workers + pool_size`` processes in all.
         """
-        cap = self.config.pool_max_ready
-        concurrency = min(self._peak_live, cap) - len(self._live)
+        cap, live = self.config.pool_max_ready, len(self._live)
+        concurrency = min(self._peak_live, cap) - live
         burst = min(self._peak_burst, cap) - self._burst
-        return max(self.config.pool_size, concurrency, burst)
+        # a burst can be far longer than the slots: for it, in use + ready stays within max_workers
+        return max(self.config.pool_size, concurrency, min(burst, self.config.max_workers - live))
 
     @property
     def waiting_count(self) -> int:

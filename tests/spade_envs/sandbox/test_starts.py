@@ -93,6 +93,19 @@ def test_the_ready_queue_covers_a_burst_of_workers_used_one_after_another():
         assert _wait_ready(pool, 6) == 6
 
 
+def test_a_burst_longer_than_the_slots_keeps_within_max_workers():
+    """A thousand episodes queued on a few slots are one long burst (CI once caught 8 processes on 4 slots + 2): the
+    burst measure never keeps more than ``max_workers`` in use and ready together."""
+    config = SandboxConfig(isolation=_level(), pool_size=1, pool_max_ready=8, max_workers=3, preload_numpy=False)
+    with WorkerPool(config) as pool:
+        anchor = pool.acquire()
+        for _ in range(10):
+            pool.release(pool.acquire())
+        pool.release(anchor)  # the burst took 11; 3 slots
+        assert _wait_ready(pool, 3) == 3
+        assert pool.ready_count + pool.live_count <= config.max_workers
+
+
 def test_pool_max_ready_bounds_the_ready_queue():
     config = SandboxConfig(isolation=_level(), pool_size=0, pool_max_ready=2, max_workers=6, preload_numpy=False)
     with WorkerPool(config) as pool:
