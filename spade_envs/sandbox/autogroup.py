@@ -4,8 +4,10 @@ Every worker starts in a session of its own (it is killed as a group). With ``ke
 the job in the root cpu cgroup, Linux first shares CPU between sessions' autogroups, each at the autogroup's own nice
 (0), and only then between the threads of one autogroup by their nice. So a worker at nice 15 still took half a CPU
 next to one nice-0 host thread. The host sets the new session's autogroup nice to the floor right after the start,
-before any env code arrives; lowering it again needs ``CAP_SYS_NICE``, which env code never has, and seccomp or the
-filesystem boundary refuses env code the write anyway (``test_issue39_nice_adversary.py``).
+before any env code arrives. The kernel lets whoever may write the file set 0 again (never below 0 without
+``CAP_SYS_NICE``). On a root host env code cannot: the file is root's and the worker runs as a leased uid, Landlock
+denies the write, and seccomp refuses a new session or a raw ``clone`` (``test_issue39_autogroup_adversary.py``).
+Not tested: a non-root host at ``bwrap``, where the file may be the worker's own; at worst it returns to 0.
 
 Without ``CAP_SYS_ADMIN`` the kernel accepts one such write per 100 ms on the whole machine, so on a non-root host
 most starts find it refused; the floor then holds only within the worker's own session (docs/sandbox.md, Known
