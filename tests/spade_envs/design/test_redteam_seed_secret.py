@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_redteam_reward_shapes import CORPUS, SHOWN, _config, keypad, scripted
+from test_redteam_reward_shapes import CORPUS, SECRET, SHOWN, _config, keypad, scripted
 from test_redteam_reward_shapes import honest as honest  # noqa: F401  (the fixture: the honest frontier env)
 
 from spade_envs.cli.main import main
@@ -65,11 +65,15 @@ TRAIN_SPY = RECOMPUTE + keypad("TrainSpy", extra=SHOWN.replace("TELL", "seed in 
 
 
 def generate(tmp_path, stub_openai, source: str, n: int) -> list[dict]:
-    """``spade-envs generate`` as a user runs it (run seed 0, no secret pinned): its manifest lines."""
+    """``spade-envs generate`` at run seed 0 (the default) with a secret: its manifest lines.
+
+    The secret is pinned (any secret defeats the recomputation; a fresh one per unpinned run is
+    ``test_the_cli_pins_a_secret...``'s) so the validation's random agent draws the same episodes every run: unpinned,
+    it now and then typed the key these envs show and got a design rejected (CI, once in ~1,900 tests)."""
     server = stub_openai(scripted(source))
     out = tmp_path / "pool"
     args = ["generate", "--base-url", server.base_url, "--model", "stub", "--corpus", CORPUS, "--n", str(n),
-            "--max-attempts", "1", "--plays", "4", "--out", str(out)]  # fmt: skip
+            "--max-attempts", "1", "--plays", "4", "--out", str(out), "--seed-secret", SECRET]  # fmt: skip
     assert main(args) == 0
     lines = [json.loads(x) for x in (out / "manifest.jsonl").read_text().splitlines()]
     assert all(line["valid"] and line["measured"] and line["hint_failure"] is None for line in lines), lines
