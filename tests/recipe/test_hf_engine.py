@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from recipe.spade.cpu.hf_engine import BatchedGenerator, SamplingRequest
+from recipe.spade.cpu.hf_engine import BatchedGenerator, SamplingRequest, length_groups
 from recipe.spade.cpu.tiny_model import build_tiny_qwen3
 
 
@@ -41,7 +41,7 @@ def test_greedy_is_deterministic_and_respects_max_tokens(engine):
         assert g.stop_reason == "completed" or len(g.token_ids) == 8
 
 
-def test_batched_rows_equal_unbatched_rows_despite_left_padding(engine):
+def test_batched_rows_equal_unbatched_rows_despite_padding(engine):
     batched = engine.run_batch([greedy(p) for p in PROMPTS])
     alone = [engine.run_batch([greedy(p)])[0] for p in PROMPTS]
     assert [g.token_ids for g in batched] == [g.token_ids for g in alone]
@@ -121,7 +121,55 @@ def test_a_gather_window_batches_requests_that_arrive_apart(engine):
     assert [g.token_ids for g in results] == alone, "each waiter gets its own row's result"
 
 
-def test_a_negative_gather_window_is_refused(model_dir):
+def test_a_negative_gather_window_or_pad_slack_is_refused(model_dir):
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="sdpa")
     with pytest.raises(ValueError, match="gather_s must be >= 0"):
         BatchedGenerator(model, eos_ids=[408], pad_id=406, gather_s=-0.1)
+    with pytest.raises(ValueError, match="pad_slack must be >= 0"):
+        BatchedGenerator(model, eos_ids=[408], pad_id=406, pad_slack=-1)
+
+
+def _long(n: int, start: int = 0) -> list[int]:
+    return [407] + [10 + (start + i) % 390 for i in range(n - 1)]
+
+
+def test_rows_of_very_different_lengths_in_one_batch_equal_each_row_alone(engine):
+    """Short rows padded far on the right (the prompt pass runs without a padding mask) get their own answers."""
+    prompts = [_long(600), PROMPTS[0], _long(300, 7), PROMPTS[2]]
+    batched = engine.run_batch([greedy(p, ignore_eos=True) for p in prompts])
+    alone = [engine.run_batch([greedy(p, ignore_eos=True)])[0] for p in prompts]
+    assert [g.token_ids for g in batched] == [g.token_ids for g in alone]
+    for a, b in zip(batched, alone):
+        assert max(abs(x - y) for x, y in zip(a.log_probs, b.log_probs)) < 1e-4
+
+
+def test_length_groups_bound_each_rows_padding():
+    # SPADE's mixed batch: three designer prompts and an agent turn; a hint prompt with three agent turns
+    assert length_groups([3400, 3371, 3388, 703], 256) == [[3], [1, 2, 0]]
+    assert length_groups([4024, 703, 731, 731], 256) == [[1, 2, 3], [0]]
+    assert length_groups([4, 8, 2], 256) == [[2, 0, 1]]  # a few tokens of padding: one batch
+    assert length_groups([4, 8, 2], 0) == [[2, 0], [1]]  # 4 at most doubles 2; 8 would more than double 4
+    assert length_groups([], 256) == []
+    for lengths in ([5, 900, 901, 2000, 4100, 12, 300], [1] * 5 + [700] * 3):
+        groups = length_groups(lengths, 256)
+        assert sorted(i for g in groups for i in g) == list(range(len(lengths)))
+        for g in groups:
+            assert all(max(lengths[j] for j in g) - lengths[i] <= max(lengths[i], 256) for i in g)
+
+
+def test_a_gathered_batch_of_mixed_lengths_runs_shortest_group_first(engine):
+    """A short turn is answered before a long prompt's batch runs, and nothing waits on a row of another group."""
+    engine.gather_s, engine.pad_slack = 1.0, 16
+    order = []
+
+    async def main():
+        async def ask(name, request):
+            result = await engine.generate(request)
+            order.append(name)
+            return result
+
+        return await asyncio.gather(ask("long", greedy(_long(400), 8)), ask("short", greedy(PROMPTS[1], 8)))
+
+    long, short = asyncio.run(main())
+    assert order == ["short", "long"] and engine.batches_run == 2 and engine.largest_batch == 1
+    assert long.token_ids == engine.run_batch([greedy(_long(400), 8)])[0].token_ids

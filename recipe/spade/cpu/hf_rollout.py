@@ -96,8 +96,10 @@ class HFRolloutServer:
         self.tied = bool(getattr(model.config, "tie_word_embeddings", False))
         # rollout.custom.hf_gather_s: how long a pending batch waits for the next request (BatchedGenerator)
         gather_s = float((self.config.custom or {}).get("hf_gather_s", 0.0))
+        # rollout.custom.hf_pad_slack: padding a row may take beyond its own length in a batch (length_groups)
+        pad_slack = int((self.config.custom or {}).get("hf_pad_slack", 256))
         self.engine = BatchedGenerator(model, [e for e in eos if e is not None], pad, max_batch=max_batch,
-                                       gather_s=gather_s, executor=torch_thread)  # fmt: skip
+                                       gather_s=gather_s, executor=torch_thread, pad_slack=pad_slack)  # fmt: skip
         self.replica_rank = replica_rank
         self.global_steps: int | None = None
         self.weight_version = 0
