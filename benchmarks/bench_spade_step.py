@@ -4,7 +4,9 @@ Run: ``.venv/bin/python benchmarks/bench_spade_step.py [--steps 5] [--work DIR]`
 
 * SPADE: ``examples/run_spade_tiny_cpu.sh`` (4 rows x rollout.n 2, response budget 64, regen_every 2) with the
   scripted designer stand-in (``hf_scripted``), so that design steps admit environments and pay for validation, hint
-  writing and the paired measurement plays, as a real run would. Design and play-only steps are reported apart.
+  writing and the paired measurement plays, as a real run would. The stand-in also generates and drops as many
+  tokens as each scripted answer holds, up to the request's budget (``rollout.custom.scripted_generates``), so the
+  designer's and the hint writer's generation is paid as well. Design and play-only steps are reported apart.
 * GRPO: ``recipe.spade.laptop.main_cpu`` (verl's plain GRPO) with the same model, 4 prompts x n 2, response budget 64,
   and tiny prompts padded with filler words to SPADE's mean prompt length, so that both train on about the same
   number of tokens per step (issue 31's and issue 39's baseline).
@@ -12,7 +14,8 @@ Run: ``.venv/bin/python benchmarks/bench_spade_step.py [--steps 5] [--work DIR]`
   had (a design step: two at its longest prompt, the designer's, and two at its shortest, the agent's; a play-only
   step: four at its mean), in order (``data.shuffle=false``). Row lengths decide the update's cost per token
   (attention grows with a row; per-row costs weigh more on short rows), so the ratio to this run is what SPADE's own
-  machinery (sandbox, validation, hints, measurement plays) costs beyond plain GRPO on the same rows.
+  machinery (sandbox, validation, hint vetting, measurement plays) costs beyond plain GRPO on the same rows, each
+  generating its responses.
 
 Step 1 of each run carries warm-up and is left out of the means. The ratio columns are SPADE over GRPO from the
 same run, per 1k trained tokens (issue 31's measure) and per step; "gen s", "old_lp s" and "update s" are verl's
@@ -71,7 +74,8 @@ def _run(command: list[str], work: Path, env: dict[str, str], steps: int) -> dic
 def spade_steps(work: Path, steps: int) -> dict[int, dict[str, float]]:
     env = {**os.environ, "PYTHON": sys.executable, "RUN_DIR": str(work / "spade"), "STEPS": str(steps)}
     command = ["bash", str(ROOT / "examples" / "run_spade_tiny_cpu.sh"), f"spade_cpu.tiny_model_dir={work / 'model'}",
-               "actor_rollout_ref.rollout.name=hf_scripted"]  # fmt: skip
+               "actor_rollout_ref.rollout.name=hf_scripted",
+               "++actor_rollout_ref.rollout.custom.scripted_generates=true"]  # fmt: skip
     print(f"SPADE: {steps} steps ...", flush=True)
     return _run(command, work, env, steps)
 
@@ -194,11 +198,10 @@ def main(argv: list[str] | None = None) -> int:
         shaped_ratio = _per_token(later) / _per_token(shaped_rows)
         training = _per_token(later, "gen") / _per_token(shaped_rows, "gen")
         print(
-            f"SPADE vs GRPO on SPADE's step shapes, per 1k trained tokens: {shaped_ratio:.2f}x; without generation "
-            f"{training:.2f}x (the stand-in designer answers without generating, while that GRPO run generates after "
-            f"every long prompt, so only the second compares like with like; it trained "
-            f"{statistics.mean(r['perf/total_num_tokens'] for r in shaped_rows):.0f} tokens a step against SPADE's "
-            f"{statistics.mean(r['perf/total_num_tokens'] for r in later):.0f})"
+            f"SPADE vs GRPO on SPADE's step shapes, per 1k trained tokens: {shaped_ratio:.2f}x (SPADE's machinery; "
+            f"the stand-in designer pays its generation); without generation {training:.2f}x (the training phases "
+            f"alone); that GRPO run trained {statistics.mean(r['perf/total_num_tokens'] for r in shaped_rows):.0f} "
+            f"tokens a step against SPADE's {statistics.mean(r['perf/total_num_tokens'] for r in later):.0f}"
         )
         grpo_prompt = statistics.mean(r["prompt_length/mean"] for r in grpo_rows)
         share = statistics.mean(r.get("spade/sandbox_time_share", 0.0) for r in later)

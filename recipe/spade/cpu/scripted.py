@@ -7,6 +7,11 @@ alternately with the source of a built-in environment and with broken code (the 
 broken, ...), so half of a step's designs are admitted and the designer's per-skill centring has a signal;
 *hint-writer* prompts get a fixed, leak-free hint. Every other request (the agent's turns) goes to the real model.
 Nothing else is faked. Use it only in tests and demos that say so.
+
+A scripted answer costs no generation, so a step timed with it is cheaper than a real designer's. With
+``rollout.custom.scripted_generates: true`` (benchmarks: ``bench_spade_step.py``) the model first generates as many
+tokens as the answer holds, up to the request's ``max_tokens``, with ``ignore_eos``, and throws them away: the step
+then pays what a designer (and hint writer) writing an answer of that length would. Off by default (tests).
 """
 
 from __future__ import annotations
@@ -48,6 +53,9 @@ class ScriptedDesignerServer(HFRolloutServer):
         }
         self.scripted = 0
         self.designs_answered = 0
+        # rollout.custom.scripted_generates: pay the generation of each scripted answer (module docstring)
+        self.generates = bool((self.config.custom or {}).get("scripted_generates", False))
+        self.priced_tokens = 0  # tokens generated and thrown away to price scripted answers
 
     async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any], request_id: str,
                        **kwargs: Any) -> TokenOutput:  # fmt: skip
@@ -63,9 +71,20 @@ class ScriptedDesignerServer(HFRolloutServer):
         ids = self.tokenizer.encode(answer, add_special_tokens=False) + [
             self.tokenizer.convert_tokens_to_ids("<|im_end|>")
         ]
+        if self.generates:
+            await self._price(prompt_ids, sampling_params, len(ids), request_id)
         logprobs = [0.0] * len(ids) if sampling_params.get("logprobs") else None
         return TokenOutput(token_ids=ids, log_probs=logprobs, stop_reason="completed",
                            extra_fields={"global_steps": self.global_steps})  # fmt: skip
+
+    async def _price(
+        self, prompt_ids: list[int], sampling_params: dict[str, Any], length: int, request_id: str
+    ) -> None:
+        """Generate ``length`` tokens (at most the request's ``max_tokens``) after the prompt, and drop them."""
+        params = {**sampling_params, "ignore_eos": True, "logprobs": False}
+        params["max_tokens"] = min(length, int(params.get("max_tokens") or length))
+        out = await super().generate(prompt_ids, params, f"{request_id}-priced")
+        self.priced_tokens += len(out.token_ids)
 
     def design_answer(self, setting: str) -> str:
         """The designer's answer: alternately a built-in env and broken code (half of a step's designs valid)."""
