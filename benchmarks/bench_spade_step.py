@@ -71,12 +71,13 @@ def _run(command: list[str], work: Path, env: dict[str, str], steps: int) -> dic
     return parsed
 
 
-def spade_steps(work: Path, steps: int) -> dict[int, dict[str, float]]:
+def spade_steps(work: Path, steps: int, priced: bool = True) -> dict[int, dict[str, float]]:
+    """The tiny SPADE run; ``priced``: the stand-in designer pays its answers' generation (the module docstring)."""
     env = {**os.environ, "PYTHON": sys.executable, "RUN_DIR": str(work / "spade"), "STEPS": str(steps)}
     command = ["bash", str(ROOT / "examples" / "run_spade_tiny_cpu.sh"), f"spade_cpu.tiny_model_dir={work / 'model'}",
                "actor_rollout_ref.rollout.name=hf_scripted",
-               "++actor_rollout_ref.rollout.custom.scripted_generates=true"]  # fmt: skip
-    print(f"SPADE: {steps} steps ...", flush=True)
+               f"++actor_rollout_ref.rollout.custom.scripted_generates={str(priced).lower()}"]  # fmt: skip
+    print(f"SPADE: {steps} steps{'' if priced else ', the designer unpriced'} ...", flush=True)
     return _run(command, work, env, steps)
 
 
@@ -163,12 +164,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--steps", type=int, default=5, help="steps per run (step 1 is warm-up)")
     parser.add_argument("--work", type=Path, default=None, help="work directory (default: a temporary one)")
+    parser.add_argument("--unpriced-designer", action="store_true",
+                        help="the stand-in designer answers without generating (the measure before issue 39's "
+                             "seventh stop; SPADE then skips generation a real designer pays)")  # fmt: skip
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         work = args.work or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         model_dir = build_tiny_qwen3(work / "model")
-        spade = spade_steps(work, args.steps)
+        spade = spade_steps(work, args.steps, priced=not args.unpriced_designer)
         later = [spade[s] for s in sorted(spade) if s > 1]
         design = [r for r in later if r.get("spade/designer/samples", 0) > 0]
         play = [r for r in later if r.get("spade/designer/samples", 0) == 0]
@@ -198,8 +202,9 @@ def main(argv: list[str] | None = None) -> int:
         shaped_ratio = _per_token(later) / _per_token(shaped_rows)
         training = _per_token(later, "gen") / _per_token(shaped_rows, "gen")
         print(
-            f"SPADE vs GRPO on SPADE's step shapes, per 1k trained tokens: {shaped_ratio:.2f}x (SPADE's machinery; "
-            f"the stand-in designer pays its generation); without generation {training:.2f}x (the training phases "
+            f"SPADE vs GRPO on SPADE's step shapes, per 1k trained tokens: {shaped_ratio:.2f}x (SPADE's machinery"
+            f"{'; the designer unpriced: not like with like' if args.unpriced_designer else ''}); "
+            f"without generation {training:.2f}x (the training phases "
             f"alone); that GRPO run trained {statistics.mean(r['perf/total_num_tokens'] for r in shaped_rows):.0f} "
             f"tokens a step against SPADE's {statistics.mean(r['perf/total_num_tokens'] for r in later):.0f}"
         )
