@@ -19,6 +19,7 @@ The ratio columns are left-padded over the other two, from the same run.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 from pathlib import Path
@@ -97,6 +98,11 @@ def _model(kind: str) -> tuple[torch.nn.Module, int]:
     return model, model.config.vocab_size
 
 
+def _each(engine: BatchedGenerator, batches: list[list[SamplingRequest]]) -> None:
+    for batch in batches:
+        engine.run_batch(batch)
+
+
 def _best(fn, repeats: int) -> float:
     fn()  # warm-up
     best = float("inf")
@@ -123,10 +129,10 @@ def main(argv: list[str] | None = None) -> int:
         requests = [SamplingRequest([1 + (7 * r + i) % (vocab - 1) for i in range(n)], k, temperature=0.0,
                                     ignore_eos=True) for r, (n, k) in enumerate(shape)]  # fmt: skip
         groups = [[requests[i] for i in g] for g in length_groups([len(r.prompt_ids) for r in requests], now.pad_slack)]
-        left = _best(lambda: before.run_batch(requests), args.repeats)
-        right = _best(lambda: now.run_batch(requests), args.repeats)
-        grouped = _best(lambda: [now.run_batch(g) for g in groups], args.repeats)
-        alone = _best(lambda: [now.run_batch([r]) for r in requests], args.repeats)
+        left = _best(functools.partial(before.run_batch, requests), args.repeats)
+        right = _best(functools.partial(now.run_batch, requests), args.repeats)
+        grouped = _best(functools.partial(_each, now, groups), args.repeats)
+        alone = _best(functools.partial(_each, now, [[r] for r in requests]), args.repeats)
         rows.append([name, str(len(groups)), f"{left:.3f}", f"{right:.3f}", f"{grouped:.3f}", f"{alone:.3f}",
                      f"{left / right:.2f}x", f"{left / grouped:.2f}x"])  # fmt: skip
     headers = ["batch", "groups", "left-padded s", "right-padded s", "length groups s", "each alone s",
