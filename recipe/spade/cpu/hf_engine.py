@@ -1,9 +1,10 @@
 """Batched token-in/token-out generation with a plain Hugging Face model (no verl): the CPU rollout's engine.
 
 Agent loops send many requests at once; :class:`BatchedGenerator` collects whatever is pending (up to
-``max_batch``), left-pads it into one batch and decodes with a KV cache, honouring each request's own sampling
-parameters. Log-probs are those of the sampling distribution before top-p/top-k filtering (log-softmax of the logits
-divided by the temperature; greedy requests use the raw logits), as vLLM reports them.
+``max_batch``), cuts it into groups of like prompt length, pads each into one batch and decodes with a KV cache,
+honouring each request's own sampling parameters. Log-probs are those of the sampling distribution before
+top-p/top-k filtering (log-softmax of the logits divided by the temperature; greedy requests use the raw logits), as
+vLLM reports them.
 """
 
 from __future__ import annotations
@@ -71,6 +72,13 @@ def length_groups(lengths: list[int], pad_slack: int) -> list[list[int]]:
     return groups
 
 
+def _has_sliding_window(config: Any) -> bool:
+    """Whether any attention layer of the model windows its keys (Mistral, windowed Qwen2/3, Gemma's local layers)."""
+    if "sliding_attention" in (getattr(config, "layer_types", None) or ()):
+        return True
+    return bool(getattr(config, "sliding_window", None)) and getattr(config, "use_sliding_window", True) is not False
+
+
 @dataclass
 class _Pending:
     request: SamplingRequest
@@ -112,6 +120,7 @@ class BatchedGenerator:
         if pad_slack < 0:
             raise ValueError(f"pad_slack must be >= 0, got {pad_slack}")
         self.pad_slack = pad_slack
+        self.sliding_window = _has_sliding_window(model.config)
         self.model = model.eval()
         self.eos_ids = set(eos_ids)
         self.pad_id = pad_id
@@ -190,29 +199,43 @@ class BatchedGenerator:
             self.largest_batch = max(self.largest_batch, len(requests))
             return self._decode(requests)
 
-    def _decode(self, requests: list[SamplingRequest]) -> list[Generation]:
+    def _prompt_pass(self, requests: list[SamplingRequest]) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The batch's prompts through the model: its cache, each row's next-token logits, mask and last position.
+
+        The prompts are padded on the right and go through without a padding mask: under the causal mask no prompt
+        token sees a pad, so torch's fused causal attention serves the whole batch. A padding mask (left padding)
+        sends sdpa to its math path, which builds each row's L x L scores: a 4k-token designer prompt batched with
+        three short agent turns took 0.95 s that way against 0.13 s for the four alone (tiny Qwen3, issue 39). The
+        decode steps then mask the pads between a row's prompt and its new tokens. A sliding-window model counts its
+        window by cache index, so there a short row would lose its own prompt behind the pads: it keeps left padding.
+        """
         n = len(requests)
         lengths = torch.tensor([len(r.prompt_ids) for r in requests], dtype=torch.long)
         width = int(lengths.max())
         ids = torch.full((n, width), self.pad_id, dtype=torch.long)
+        if self.sliding_window:
+            mask = (torch.arange(width)[None, :] >= (width - lengths)[:, None]).long()
+            ids[mask.bool()] = torch.tensor([t for r in requests for t in r.prompt_ids], dtype=torch.long)
+            positions = (mask.cumsum(-1) - 1).clamp(min=0)
+            out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
+                             logits_to_keep=1)  # fmt: skip
+            return out.past_key_values, out.logits[:, -1, :].float(), mask, positions[:, -1]
         for i, r in enumerate(requests):
             ids[i, : len(r.prompt_ids)] = torch.tensor(r.prompt_ids, dtype=torch.long)
-        # The prompts are padded on the right and go through without a padding mask: under the causal mask no prompt
-        # token sees a pad, so torch's fused causal attention serves the whole batch. A padding mask (left padding)
-        # sends sdpa to its math path, which builds each row's L x L scores: a 4k-token designer prompt batched with
-        # three short agent turns took 0.95 s that way against 0.13 s for the four alone (tiny Qwen3, issue 39).
         last = lengths - 1
         keep = torch.unique(last)  # the logits of each row's last prompt token, and no others
         out = self.model(input_ids=ids, use_cache=True, logits_to_keep=keep)
-        past, logits = out.past_key_values, out.logits[torch.arange(n), torch.searchsorted(keep, last)].float()
-        # from here on each row sees its prompt and its own new tokens, never the pads between them
-        mask = (torch.arange(width)[None, :] < lengths[:, None]).long()
+        logits = out.logits[torch.arange(n), torch.searchsorted(keep, last)].float()
+        return out.past_key_values, logits, (torch.arange(width)[None, :] < lengths[:, None]).long(), last
+
+    def _decode(self, requests: list[SamplingRequest]) -> list[Generation]:
+        n = len(requests)
+        past, logits, mask, last_pos = self._prompt_pass(requests)
         seen = [list(r.prompt_ids) for r in requests]
         tokens: list[list[int]] = [[] for _ in requests]
         logps: list[list[float]] = [[] for _ in requests]
         done = [False] * n
         reasons = ["length"] * n
-        last_pos = last
         for _ in range(max(r.max_tokens for r in requests)):
             chosen = torch.full((n,), self.pad_id, dtype=torch.long)
             for i, r in enumerate(requests):

@@ -120,9 +120,21 @@ class HFRolloutServer:
         if image_data is not None or video_data is not None or audio_data is not None:
             raise ValueError("the hf rollout serves text models only")
         params = dict(sampling_params)
+        request = SamplingRequest.from_params(prompt_ids, params, self.max_tokens(prompt_ids, params))
+        result = await self.engine.generate(request)
+        return TokenOutput(
+            token_ids=result.token_ids,
+            log_probs=result.log_probs,
+            stop_reason="completed",
+            extra_fields={"global_steps": self.global_steps},
+        )
+
+    def max_tokens(self, prompt_ids: list[int], params: dict[str, Any]) -> int:
+        """How many tokens a request may generate (the rules of verl's vLLM server); pops the limit from ``params``."""
         room = self.config.max_model_len - len(prompt_ids) if self.config.max_model_len else None
         if "max_tokens" in params:
             max_tokens = params.pop("max_tokens")
+            params.pop("max_new_tokens", None)
         elif "max_new_tokens" in params:
             max_tokens = params.pop("max_new_tokens")
         else:
@@ -132,14 +144,7 @@ class HFRolloutServer:
             if room < 1:
                 raise ValueError(f"prompt of {len(prompt_ids)} tokens leaves no room within max_model_len")
             max_tokens = min(max_tokens, room)
-        request = SamplingRequest.from_params(prompt_ids, params, max(1, int(max_tokens)))
-        result = await self.engine.generate(request)
-        return TokenOutput(
-            token_ids=result.token_ids,
-            log_probs=result.log_probs,
-            stop_reason="completed",
-            extra_fields={"global_steps": self.global_steps},
-        )
+        return max(1, int(max_tokens))
 
     async def update_weights(self, state_dict: dict[str, torch.Tensor]) -> int:
         """Load a full state dict from the actor; returns the new weight version."""

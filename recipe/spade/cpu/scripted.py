@@ -80,9 +80,9 @@ class ScriptedDesignerServer(HFRolloutServer):
     async def _price(
         self, prompt_ids: list[int], sampling_params: dict[str, Any], length: int, request_id: str
     ) -> None:
-        """Generate ``length`` tokens (at most the request's ``max_tokens``) after the prompt, and drop them."""
+        """Generate ``length`` tokens (at most what the request may generate) after the prompt, and drop them."""
         params = {**sampling_params, "ignore_eos": True, "logprobs": False}
-        params["max_tokens"] = min(length, int(params.get("max_tokens") or length))
+        params["max_tokens"] = min(length, self.max_tokens(prompt_ids, params))
         out = await super().generate(prompt_ids, params, f"{request_id}-priced")
         self.priced_tokens += len(out.token_ids)
 
