@@ -23,11 +23,19 @@ same run, per 1k trained tokens (issue 31's measure) and per step; "gen s", "old
 trained on in the step (``perf/total_num_tokens``). The sandbox share is the agent episodes' time in sandbox calls
 (acquire, init, reset, steps, close) over their wall time (``spade/sandbox_time_share``). The reference line is issue
 31's measurement of main at 311d5ce.
+
+A second table splits each step into the rollout engine's own work and the rest, from the engine's stats file
+(``rollout.custom.hf_stats_path``: requests, prompt tokens prefilled, tokens generated, seconds its torch thread ran,
+per step). SPADE's design steps generate for work that never trains (hint prompts, measurement plays in three arms);
+per trained token that generation is charged to SPADE, so "busy vs base" shows how much more the engine worked and
+"rest vs base" what the step cost apart from it (the sandbox, validation, the agent loops, the training phases). The
+engine shares two CPUs with the sandbox, so its busy seconds include what that contention costs it.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import statistics
@@ -46,6 +54,8 @@ from spade_envs.cli.table import format_table  # noqa: E402
 REFERENCE = {"ratio": "1.48x", "share": "0.79"}
 #: Issue 39's target: SPADE over GRPO per 1k trained tokens, all steps (1.28x at 7a9447f).
 TARGET_RATIO = 1.1
+#: What the rollout engine reports per step (``rollout.custom.hf_stats_path``, recipe/spade/cpu/hf_rollout.py).
+GEN_KEYS = ("requests", "prompt_tokens", "generated_tokens", "busy_s")
 
 
 def _steps(log: str) -> dict[int, dict[str, float]]:
@@ -71,18 +81,44 @@ def _run(command: list[str], work: Path, env: dict[str, str], steps: int) -> dic
     return parsed
 
 
+def _stats_override(path: Path) -> str:
+    path.unlink(missing_ok=True)
+    return f"++actor_rollout_ref.rollout.custom.hf_stats_path={path}"
+
+
+def generation_work(path: Path) -> dict[int, dict[str, float]]:
+    """{step: the rollout engine's work in it} from a run's ``hf_stats_path`` file (summed over replicas)."""
+    work: dict[int, dict[str, float]] = {}
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        into = work.setdefault(row["step"], {})
+        for key in GEN_KEYS:
+            into[key] = into.get(key, 0.0) + row[key]
+    return work
+
+
 def spade_steps(work: Path, steps: int, priced: bool = True) -> dict[int, dict[str, float]]:
     """The tiny SPADE run; ``priced``: the stand-in designer pays its answers' generation (the module docstring)."""
     env = {**os.environ, "PYTHON": sys.executable, "RUN_DIR": str(work / "spade"), "STEPS": str(steps)}
     command = ["bash", str(ROOT / "examples" / "run_spade_tiny_cpu.sh"), f"spade_cpu.tiny_model_dir={work / 'model'}",
                "actor_rollout_ref.rollout.name=hf_scripted",
-               f"++actor_rollout_ref.rollout.custom.scripted_generates={str(priced).lower()}"]  # fmt: skip
+               f"++actor_rollout_ref.rollout.custom.scripted_generates={str(priced).lower()}",
+               _stats_override(work / "gen-spade.jsonl")]  # fmt: skip
     print(f"SPADE: {steps} steps{'' if priced else ', the designer unpriced'} ...", flush=True)
-    return _run(command, work, env, steps)
+    return _with_generation(_run(command, work, env, steps), work / "gen-spade.jsonl")
+
+
+def _with_generation(steps: dict[int, dict[str, float]], path: Path) -> dict[int, dict[str, float]]:
+    """Each step's metrics with its generation work added as ``gen/<key>`` (absent keys: the file had no line)."""
+    for step, row in generation_work(path).items():
+        if step in steps:
+            steps[step].update({f"gen/{key}": value for key, value in row.items()})
+    return steps
 
 
 def grpo_steps(work: Path, steps: int, context_words: int, shaped: Path | None = None) -> dict[int, dict[str, float]]:
     """Plain GRPO: every prompt with ``context_words`` filler words, or the prompts of ``shaped`` in order."""
+    stats = work / ("gen-grpo-shaped.jsonl" if shaped else "gen-grpo.jsonl")
     data = ([f"data.train_files={shaped}", f"data.val_files={shaped}", "data.shuffle=false",
              "data.max_prompt_length=4032"] if shaped else
             [f"spade_cpu.tiny_data_dir={work / 'data'}", f"spade_cpu.tiny_context_words={context_words}",
@@ -91,10 +127,11 @@ def grpo_steps(work: Path, steps: int, context_words: int, shaped: Path | None =
                *data, f"trainer.total_training_steps={steps}", "data.train_batch_size=4",
                "actor_rollout_ref.rollout.n=2", "data.max_response_length=64", "data.filter_overlong_prompts=false",
                "actor_rollout_ref.actor.ppo_mini_batch_size=2",
-               f"trainer.default_local_dir={work / ('ckpt-shaped' if shaped else 'ckpt')}"]  # fmt: skip
+               f"trainer.default_local_dir={work / ('ckpt-shaped' if shaped else 'ckpt')}",
+               _stats_override(stats)]  # fmt: skip
     what = "SPADE's step shapes" if shaped else f"{context_words} filler words per prompt"
     print(f"GRPO: {steps} steps, {what} ...", flush=True)
-    return _run(command, work, {**os.environ}, steps)
+    return _with_generation(_run(command, work, {**os.environ}, steps), stats)
 
 
 def _words_for(prompt_tokens: float, model_dir: Path) -> int:
@@ -160,6 +197,39 @@ def _row(name: str, rows: list[dict[str, float]], baseline: list[dict[str, float
             f"{_per_token(rows):.2f}", per_token, per_step]  # fmt: skip
 
 
+def _idle_per_token(rows: list[dict[str, float]]) -> float:
+    """Seconds per 1k trained tokens while the rollout engine was not generating (step time less its busy time)."""
+    seconds = statistics.mean(r["timing_s/step"] - r["gen/busy_s"] for r in rows)
+    return 1000 * seconds / statistics.mean(r["perf/total_num_tokens"] for r in rows)
+
+
+def _gen_row(name: str, rows: list[dict[str, float]], baseline: list[dict[str, float]] | None) -> list[str]:
+    def mean(key: str) -> float:
+        return statistics.mean(r[key] for r in rows)
+
+    busy_per_token = 1000 * mean("gen/busy_s") / mean("perf/total_num_tokens")
+    ratios = ["1.00x", "1.00x"]
+    if baseline:
+        base_busy = (
+            1000
+            * statistics.mean(r["gen/busy_s"] for r in baseline)
+            / statistics.mean(r["perf/total_num_tokens"] for r in baseline)
+        )
+        ratios = [f"{busy_per_token / base_busy:.2f}x", f"{_idle_per_token(rows) / _idle_per_token(baseline):.2f}x"]
+    counts = [f"{mean(f'gen/{key}'):.0f}" for key in ("requests", "prompt_tokens", "generated_tokens")]
+    rest = mean("timing_s/step") - mean("gen/busy_s")
+    return [name, *counts, f"{mean('gen/busy_s'):.2f}", f"{rest:.2f}", f"{busy_per_token:.3f}",
+            f"{_idle_per_token(rows):.3f}", *ratios]  # fmt: skip
+
+
+def generation_table(runs: list[tuple[str, list[dict[str, float]]]], baseline: list[dict[str, float]]) -> str:
+    """The rollout engine's work per step, and the step's time apart from it, per 1k trained tokens vs ``baseline``."""
+    headers = ["run", "requests", "prompt tok", "generated tok", "engine busy s", "rest s", "busy s / 1k tok",
+               "rest s / 1k tok", "busy vs base", "rest vs base"]  # fmt: skip
+    table = [_gen_row(name, rows, None if rows is baseline else baseline) for name, rows in runs if rows]
+    return format_table(headers, table)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--steps", type=int, default=5, help="steps per run (step 1 is warm-up)")
@@ -207,6 +277,18 @@ def main(argv: list[str] | None = None) -> int:
             f"without generation {training:.2f}x (the training phases "
             f"alone); that GRPO run trained {statistics.mean(r['perf/total_num_tokens'] for r in shaped_rows):.0f} "
             f"tokens a step against SPADE's {statistics.mean(r['perf/total_num_tokens'] for r in later):.0f}"
+        )
+        print(
+            "\nThe rollout engine's work per step (rollout.custom.hf_stats_path) and the rest of the step; the base is "
+            "GRPO on SPADE's step shapes:"
+        )
+        print(generation_table([("plain GRPO (SPADE's step shapes)", shaped_rows), ("SPADE, all steps", later),
+                                ("SPADE, design steps", design), ("SPADE, play-only steps", play),
+                                ("plain GRPO (same tokens)", grpo_rows)], shaped_rows))  # fmt: skip
+        gen_ratio = _idle_per_token(later) / _idle_per_token(shaped_rows)
+        print(
+            f"SPADE vs GRPO on SPADE's step shapes, per 1k trained tokens, apart from the engine's generation: "
+            f"{gen_ratio:.2f}x (the machinery and the training phases; the engine's own work is the busy column)"
         )
         grpo_prompt = statistics.mean(r["prompt_length/mean"] for r in grpo_rows)
         share = statistics.mean(r.get("spade/sandbox_time_share", 0.0) for r in later)

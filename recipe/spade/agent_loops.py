@@ -9,8 +9,9 @@ its loop in ``agent_name`` and carries ``extra_info = {role, step, slot}``. The 
   returns the episode with its outcome. An env fault yields a masked-out sample and is reported as a fault. With
   ``spade.agent.thinking`` it returns one sample per assistant turn (``turns.py``), all sharing the episode's
   outcome, fault and exclusion, tagged ``spade_turn`` / ``spade_turns``.
-* ``spade_designer``: asks the pool for a design task, generates an environment, validates it in the sandbox,
-  writes its hint with the policy at low temperature and vets it for leaks, then measures the policy on the env
+* ``spade_designer``: asks the pool for a design task, generates an environment, validates it in the sandbox while
+  the policy writes its hint at low temperature (requested once the env has loaded; dropped if validation rejects
+  the env), vets the hint for leaks, then measures the policy on the env
   ``plays_per_arm`` times without and with the hint on the same seeds, and with a placebo hint of the same shape
   (``spade.hint.placebo``; measurement only: these plays never train) and returns the designer sample with its
   validation outcome and the measurement.
@@ -242,22 +243,34 @@ class SpadeDesignerLoop(_SpadeLoop):
         started = time.perf_counter()
         base = {"skill": skill, "doc_id": task["doc_id"], "valid": False, "code": None, "sandbox_s": 0.0}
         audit = self._audit(loop) if self.spade["audit"]["enable"] and setting == "tool_use" else None
+        # the hint is written while validation runs: requested once the env has loaded (most rejections come
+        # earlier: no code, syntax, construction), dropped if validation then rejects it
+        loaded: asyncio.Future[str] = loop.create_future()
+        hint_task = loop.create_task(self._hint_when_loaded(loaded, setting))
+
+        def on_loaded(code: str) -> None:
+            loop.call_soon_threadsafe(lambda: loaded.done() or loaded.set_result(code))
+
         try:
-            source, report = await loop.run_in_executor(
-                None, functools.partial(admit, text, self.sandbox, setting, validation, key=key, audit=audit)
-            )
+            source, report = await loop.run_in_executor(None, functools.partial(
+                admit, text, self.sandbox, setting, validation, key=key, audit=audit, on_loaded=on_loaded))  # fmt: skip
+        except asyncio.CancelledError:
+            hint_task.cancel()
+            raise
         except Exception as exc:  # admit reports env faults itself; this is a host-side bug on odd output
+            await _drop(hint_task)
             return {**base, **_fault(exc, "load"), "sandbox_s": time.perf_counter() - started}
         base.update(valid=source is not None, code=report.code, sandbox_s=time.perf_counter() - started)
         self.trace["reason"] = report.reason
         if source is None:  # no worker could be had (machine_fault): the machine's condition, excluded
+            await _drop(hint_task)
             return {**base, "code": report.code or "crashed", "excluded": report.code == "machine_fault"}
         plays = self.spade["plays_per_arm"]
         # hashed, not 1 mod 7; keyed by the run's secret, so no env can recompute them from spade.seed and the key
         seeds = measurement_seeds(self.spade["seed"], f"step {step} design {design}", plays, secret=secret)
-        code = without_comments(source)  # the code as the hint writer reads it: what the fit may shorten
-        hint_text, base["hint_prompt"] = await self._generate_text(hint_messages(setting, source), self.spade["hint"],
-                                                                   document=code)  # fmt: skip
+        if not loaded.done():  # admitted code always loaded first; kept so that the hint can never wait forever
+            loaded.set_result(source)
+        hint_text, base["hint_prompt"] = await hint_task
         started = time.perf_counter()
         try:
             vetting = await loop.run_in_executor(None, vet_hint_on_seeds, source, hint_text, self.sandbox, setting,
@@ -307,6 +320,12 @@ class SpadeDesignerLoop(_SpadeLoop):
             },
         }
 
+    async def _hint_when_loaded(self, loaded: asyncio.Future[str], setting: str) -> tuple[str, str]:
+        """The hint for the code ``loaded`` delivers, and how its prompt fitted (:meth:`_generate_text`)."""
+        source = await loaded
+        code = without_comments(source)  # the code as the hint writer reads it: what the fit may shorten
+        return await self._generate_text(hint_messages(setting, source), self.spade["hint"], document=code)
+
     def _audit(self, loop: asyncio.AbstractEventLoop) -> Any:
         """The LLM audit of tool-use validation: the policy judges (from a validation thread) if the env is possible."""
         settings = {**self.spade["audit"], "top_p": 1.0}
@@ -340,6 +359,18 @@ class SpadeDesignerLoop(_SpadeLoop):
 
 #: Sandbox failures that are the machine's, not the design's: such designer samples leave the update.
 _INFRA_FAULTS = frozenset({"sandbox_unavailable", "host_error"})
+
+
+async def _drop(task: asyncio.Task) -> None:
+    """Cancel a hint no longer wanted and wait for it; whatever it raised or returned is discarded."""
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        if asyncio.current_task().cancelling():  # type: ignore[union-attr]  # our own caller was cancelled too
+            raise
+    except Exception as exc:  # noqa: BLE001  (the design is rejected either way; its hint was never to be used)
+        logger.debug("spade: a dropped hint raised %s: %s", type(exc).__name__, exc)
 
 
 def _fault(exc: BaseException, phase: str) -> dict[str, Any]:

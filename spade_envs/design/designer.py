@@ -7,6 +7,7 @@ fixed-environment pool (like the paper's baseline pools) without GPU training.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import sys
@@ -164,19 +165,22 @@ def admit(
     *,
     key: str = "",
     audit: Callable[[str], bool] | None = None,
+    on_loaded: Callable[[str], None] | None = None,
 ) -> tuple[str | None, ValidationReport]:
     """Extract the code from a designer response and validate it in the sandbox; ``(source or None, report)``.
 
     ``key`` names the validation (e.g. ``"step 4 slot 2"``); with ``config.seed`` and ``config.secret`` it draws
     the validation seeds.
-    ``audit``: the optional LLM audit of tool-use environments (see
-    :func:`~spade_envs.design.validate.validate_source`).
+    ``audit``: the optional LLM audit of tool-use environments; ``on_loaded``: called with the code once it has
+    loaded in the sandbox (see :func:`~spade_envs.design.validate.validate_source`).
     """
     extraction = extract_code(response)
-    if extraction.code is None:
+    code = extraction.code
+    if code is None:
         return None, ValidationReport(ok=False, code="no_code_block", reason=extraction.reason)
-    report = validate_source(extraction.code, pool, config, setting=setting, key=key, audit=audit)
-    return (extraction.code if report.ok else None), report
+    loaded = None if on_loaded is None else functools.partial(on_loaded, code)
+    report = validate_source(code, pool, config, setting=setting, key=key, audit=audit, on_loaded=loaded)
+    return (code if report.ok else None), report
 
 
 def _complete(client: ChatClient, messages: list[dict[str, str]], sampling: Sampling) -> str:

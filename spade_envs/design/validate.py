@@ -232,13 +232,15 @@ def validate_source(
     setting: str | None = None,
     audit: Callable[[str], bool] | None = None,
     key: str = "",
+    on_loaded: Callable[[], None] | None = None,
 ) -> ValidationReport:
     """Validate ``source`` in fresh sandbox workers; ``setting`` (if given) must match the env's own.
 
     ``key`` names this validation (e.g. ``"step 12 slot 3 attempt 1"``): with ``config.seed`` and ``config.secret``
     it decides the drawn seeds. ``audit`` is the optional LLM audit for tool use: called last, with the source; it
     should reject only impossible environments. An audit that raises is recorded and the environment accepted, so a
-    flaky judge cannot veto valid code.
+    flaky judge cannot veto valid code. ``on_loaded`` is called once the env has loaded in the sandbox with the
+    expected setting, before the checks that take most of the time (the recipe starts the hint's generation then).
     """
     config = config or ValidationConfig()
     report = ValidationReport(ok=False, run_seed=config.seed, key=key)
@@ -259,6 +261,8 @@ def validate_source(
         report.checks.append("loaded")
         if setting is not None and setting != env.setting:
             raise Rejected("wrong_setting", f"expected a {setting} environment, got {env.setting}")
+        if on_loaded is not None:
+            on_loaded()
         _check_resets(run, env, report.seeds, report)
         transcripts = _check_episodes(run, env, config, report)
         if config.cross_worker:

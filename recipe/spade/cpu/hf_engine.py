@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -132,6 +133,12 @@ class BatchedGenerator:
         self._worker: asyncio.Task | None = None
         self.batches_run = 0
         self.largest_batch = 0
+        # work done so far, for throughput logs (``hf_rollout.py``'s stats file): requests answered, their prompt
+        # tokens, the tokens they generated, and the wall seconds the torch thread spent in batches
+        self.requests_run = 0
+        self.prompt_tokens = 0
+        self.generated_tokens = 0
+        self.busy_s = 0.0
 
     async def generate(self, request: SamplingRequest) -> Generation:
         """Queue ``request`` and wait for its result."""
@@ -197,7 +204,13 @@ class BatchedGenerator:
         with self.lock:
             self.batches_run += 1
             self.largest_batch = max(self.largest_batch, len(requests))
-            return self._decode(requests)
+            started = time.perf_counter()
+            results = self._decode(requests)
+            self.busy_s += time.perf_counter() - started
+            self.requests_run += len(requests)
+            self.prompt_tokens += sum(len(r.prompt_ids) for r in requests)
+            self.generated_tokens += sum(len(g.token_ids) for g in results)
+            return results
 
     def _prompt_pass(self, requests: list[SamplingRequest]) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
         """The batch's prompts through the model: its cache, each row's next-token logits, mask and last position.

@@ -9,6 +9,7 @@ FSDP collectives), and rollout rank 0 ships the full state dict through the Ray 
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import AsyncIterator, Iterable
@@ -102,6 +103,10 @@ class HFRolloutServer:
                                        gather_s=gather_s, executor=torch_thread, pad_slack=pad_slack)  # fmt: skip
         self.replica_rank = replica_rank
         self.global_steps: int | None = None
+        # rollout.custom.hf_stats_path: a JSON-lines file that gets, at every weight sync (the end of a training
+        # step), the generation work done since the previous one (benchmarks/bench_spade_step.py reads it)
+        self.stats_path = (self.config.custom or {}).get("hf_stats_path")
+        self._reported = self._work()
         self.weight_version = 0
 
     async def generate(
@@ -155,12 +160,26 @@ class HFRolloutServer:
         return self.weight_version
 
     async def set_global_steps(self, global_steps: int) -> None:
+        """Called after each weight sync with the step that just trained: its generation work goes to the stats file."""
         self.global_steps = global_steps
+        if self.stats_path:
+            now = self._work()
+            line = {"step": global_steps, "replica": self.replica_rank,
+                    **{k: round(v - self._reported[k], 4) for k, v in now.items()}}  # fmt: skip
+            self._reported = now
+            with open(self.stats_path, "a", encoding="utf-8") as out:
+                out.write(json.dumps(line) + "\n")
 
-    async def stats(self) -> dict[str, int]:
+    def _work(self) -> dict[str, float]:
+        """The engine's work so far: requests, prompt tokens, generated tokens, seconds its torch thread ran."""
+        e = self.engine
+        return {"requests": e.requests_run, "prompt_tokens": e.prompt_tokens, "generated_tokens": e.generated_tokens,
+                "busy_s": e.busy_s}  # fmt: skip
+
+    async def stats(self) -> dict[str, float]:
         """Batching statistics (for tests and logs)."""
         return {"batches": self.engine.batches_run, "largest_batch": self.engine.largest_batch,
-                "weight_version": self.weight_version}  # fmt: skip
+                "weight_version": self.weight_version, **self._work()}  # fmt: skip
 
     # Memory management and profiling calls that only make sense on accelerators: accepted, nothing to do.
     async def wake_up(self, tags: list[str] | None = None) -> None:
