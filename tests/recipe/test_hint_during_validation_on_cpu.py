@@ -17,7 +17,7 @@ import spade_envs.design.validate as validate
 from recipe.spade.cpu.tiny_model import build_tiny_qwen3
 
 #: Loads as a games env, then fails validation: its solution never wins.
-LOSES = '''
+LOSES = """
 class NeverWinsEnv:
     max_turns = 3
 
@@ -29,7 +29,7 @@ class NeverWinsEnv:
 
     def solution(self):
         return ["wait"]
-'''
+"""
 
 
 @pytest.fixture(scope="module")
