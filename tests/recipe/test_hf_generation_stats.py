@@ -87,3 +87,8 @@ def test_a_priced_scripted_answer_counts_as_generated_work(model_dir, tmp_path):
     (line,) = [json.loads(row) for row in path.read_text().splitlines()]
     assert line["generated_tokens"] == server.priced_tokens == 16  # capped by the server's response_length
     assert line["prompt_tokens"] == len(design)
+
+
+def test_a_stats_path_that_cannot_be_written_is_refused_at_start(model_dir, tmp_path):
+    with pytest.raises(ValueError, match="hf_stats_path=.*cannot be written"):
+        _server(model_dir, {"hf_stats_path": str(tmp_path / "no-such-dir" / "gen.jsonl")})

@@ -106,6 +106,11 @@ class HFRolloutServer:
         # rollout.custom.hf_stats_path: a JSON-lines file that gets, at every weight sync (the end of a training
         # step), the generation work done since the previous one (benchmarks/bench_spade_step.py reads it)
         self.stats_path = (self.config.custom or {}).get("hf_stats_path")
+        if self.stats_path:  # a path that cannot be written fails here, at start, not at the first step's sync
+            try:
+                open(self.stats_path, "a", encoding="utf-8").close()
+            except OSError as exc:
+                raise ValueError(f"rollout.custom.hf_stats_path={self.stats_path!r} cannot be written: {exc}") from exc
         self._reported = self._work()
         self.weight_version = 0
 
