@@ -323,8 +323,13 @@ class SpadeDesignerLoop(_SpadeLoop):
     async def _hint_when_loaded(self, loaded: asyncio.Future[str], setting: str) -> tuple[str, str]:
         """The hint for the code ``loaded`` delivers, and how its prompt fitted (:meth:`_generate_text`)."""
         source = await loaded
-        code = without_comments(source)  # the code as the hint writer reads it: what the fit may shorten
-        return await self._generate_text(hint_messages(setting, source), self.spade["hint"], document=code)
+        try:
+            code = without_comments(source)  # the code as the hint writer reads it: what the fit may shorten
+            messages = hint_messages(setting, source)
+        except RecursionError:  # valid code nested deeper than ast.unparse recurses (1+1+...): no hint, no regret
+            logger.warning("spade: the hint writer's view of the env's code recursed too deep; no hint")
+            return "", "refused"
+        return await self._generate_text(messages, self.spade["hint"], document=code)
 
     def _audit(self, loop: asyncio.AbstractEventLoop) -> Any:
         """The LLM audit of tool-use validation: the policy judges (from a validation thread) if the env is possible."""

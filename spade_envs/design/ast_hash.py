@@ -61,15 +61,18 @@ def normalized_ast_hash(source: str) -> str:
     """Hex sha256 of the normal form of ``source`` (see the module docstring)."""
     try:
         tree = parse_source(source)
-    except (SyntaxError, ValueError):  # ValueError: null bytes
+        if not _reads_docstrings(tree):
+            _strip_string_statements(tree)
+        _drop_dead_code(tree)
+        keywords = {node.arg for node in ast.walk(tree) if isinstance(node, ast.keyword) and node.arg}
+        tree = _Renamer(keywords).visit(tree)
+        dump = ast.dump(tree, annotate_fields=False, include_attributes=False)
+    # ValueError: null bytes. RecursionError: code that compiles but nests deeper than these Python-level walks
+    # recurse (a 600-term ``1+1+...``); valid code, admitted by validation, so it must never crash the caller (the
+    # env pool's memory hashes every admitted env). Both keep the plain text's identity (no cosmetic merging).
+    except (SyntaxError, ValueError, RecursionError):
         text = "\n".join(line.strip() for line in source.splitlines() if line.strip())
         return hashlib.sha256(b"text\0" + text.encode("utf-8", "surrogatepass")).hexdigest()
-    if not _reads_docstrings(tree):
-        _strip_string_statements(tree)
-    _drop_dead_code(tree)
-    keywords = {node.arg for node in ast.walk(tree) if isinstance(node, ast.keyword) and node.arg}
-    tree = _Renamer(keywords).visit(tree)
-    dump = ast.dump(tree, annotate_fields=False, include_attributes=False)
     return hashlib.sha256(b"ast\0" + dump.encode("utf-8", "surrogatepass")).hexdigest()
 
 
