@@ -292,6 +292,8 @@ def _design_once(
         hint_text = _complete(client, hint_messages(setting, source), config.hint_writer)
     except ChatError as exc:
         vetting = HintVetting(None, "hint_failed", f"hint writer call failed: {exc}")
+    except RecursionError:  # valid code nested deeper than the code view's AST walk recurses (a 600-term 1+1+...)
+        vetting = HintVetting(None, "hint_failed", "the hint writer's view of the code recursed too deep")
     else:
         vetting = vet_hint_on_seeds(source, hint_text, pool, setting, seeds)
     if vetting.failure in HINT_FAILURE_CODES or vetting.failure is None:

@@ -8,6 +8,11 @@ in the hint writer's view of the code (``without_comments``; the loop now writes
 
 from __future__ import annotations
 
+import json
+
+from test_designer_redteam import CORPUS, HONEST, HONEST_HINT, SECRET, scripted
+
+from spade_envs.cli.main import main
 from spade_envs.curriculum import Curriculum, CurriculumConfig, seed_memory
 from spade_envs.design.ast_hash import normalized_ast_hash
 from spade_envs.design.memory import EnvMemory, MemoryConfig
@@ -32,3 +37,14 @@ def test_the_curriculum_admits_deep_code_into_memory():
                                      "code": None, "win_rate": 0.5, "raw_regret": 0.0, "seeds": [1, 2],
                                      "regret": 0.0, "hint_failure": None})  # fmt: skip
     assert env_id in cur.memory and cur.memory.get(env_id).spec.source == DEEP
+
+
+def test_spade_envs_generate_admits_deep_code_without_a_hint(tmp_path, stub_openai):
+    deep = HONEST + "\n\n_WEIGHT = " + " + ".join(["1"] * 600) + "\n"
+    server = stub_openai(scripted(deep, HONEST_HINT))
+    out = tmp_path / "pool"
+    args = ["generate", "--base-url", server.base_url, "--model", "stub", "--corpus", CORPUS, "--n", "1",
+            "--max-attempts", "1", "--plays", "2", "--out", str(out), "--seed-secret", SECRET]  # fmt: skip
+    assert main(args) == 0
+    (line,) = [json.loads(x) for x in (out / "manifest.jsonl").read_text().splitlines()]
+    assert line["valid"] and line["hint_failure"] == "hint_failed" and line["regret"] == 0.0, line
