@@ -81,7 +81,8 @@ def _run(command: list[str], work: Path, env: dict[str, str], steps: int) -> dic
     return parsed
 
 
-def _stats_override(path: Path) -> str:
+def _fresh_stats_override(path: Path) -> str:
+    """The override that makes the rollout write its stats to ``path``, which is emptied first (one file per run)."""
     path.unlink(missing_ok=True)
     return f"++actor_rollout_ref.rollout.custom.hf_stats_path={path}"
 
@@ -103,7 +104,7 @@ def spade_steps(work: Path, steps: int, priced: bool = True) -> dict[int, dict[s
     command = ["bash", str(ROOT / "examples" / "run_spade_tiny_cpu.sh"), f"spade_cpu.tiny_model_dir={work / 'model'}",
                "actor_rollout_ref.rollout.name=hf_scripted",
                f"++actor_rollout_ref.rollout.custom.scripted_generates={str(priced).lower()}",
-               _stats_override(work / "gen-spade.jsonl")]  # fmt: skip
+               _fresh_stats_override(work / "gen-spade.jsonl")]  # fmt: skip
     print(f"SPADE: {steps} steps{'' if priced else ', the designer unpriced'} ...", flush=True)
     return _with_generation(_run(command, work, env, steps), work / "gen-spade.jsonl")
 
@@ -128,7 +129,7 @@ def grpo_steps(work: Path, steps: int, context_words: int, shaped: Path | None =
                "actor_rollout_ref.rollout.n=2", "data.max_response_length=64", "data.filter_overlong_prompts=false",
                "actor_rollout_ref.actor.ppo_mini_batch_size=2",
                f"trainer.default_local_dir={work / ('ckpt-shaped' if shaped else 'ckpt')}",
-               _stats_override(stats)]  # fmt: skip
+               _fresh_stats_override(stats)]  # fmt: skip
     what = "SPADE's step shapes" if shaped else f"{context_words} filler words per prompt"
     print(f"GRPO: {steps} steps, {what} ...", flush=True)
     return _with_generation(_run(command, work, {**os.environ}, steps), stats)

@@ -173,3 +173,18 @@ def test_a_gathered_batch_of_mixed_lengths_runs_shortest_group_first(engine):
     long, short = asyncio.run(main())
     assert order == ["short", "long"] and engine.batches_run == 2 and engine.largest_batch == 1
     assert long.token_ids == engine.run_batch([greedy(_long(400), 8)])[0].token_ids
+
+
+def test_aclose_stops_the_batching_task_and_a_later_request_starts_another(engine):
+    async def main():
+        await engine.aclose()  # nothing running yet: a no-op
+        first = await engine.generate(greedy([5, 6, 7], 3))
+        task = engine._worker
+        await engine.aclose()
+        assert task.cancelled() and engine._worker is None
+        second = await engine.generate(greedy([5, 6, 7], 3))
+        await engine.aclose()
+        return first, second
+
+    first, second = asyncio.run(main())
+    assert first.token_ids == second.token_ids

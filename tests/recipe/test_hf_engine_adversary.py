@@ -188,7 +188,7 @@ def test_scripted_pricing_is_capped_like_the_real_servers_generation(model_dir, 
 
     async def main():
         answer = await server.generate(prompt, {"temperature": 1.0, **params}, "r1")
-        server.engine._worker.cancel()
+        await server.engine.aclose()
         return answer
 
     assert len(asyncio.run(main()).token_ids) > 64  # the scripted answer: a built-in's source

@@ -8,7 +8,6 @@ the machinery. A real tiny Qwen3 and the real batched engine generate here.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import types
 
@@ -43,10 +42,7 @@ def _drive(server: HFRolloutServer, script: list) -> list[list[int]]:
             params = {"temperature": 1.0, "max_tokens": 16, "logprobs": False}
             outs = await asyncio.gather(*(server.generate(list(p), dict(params), f"r{i}") for i, p in enumerate(item)))
             answers += [list(o.token_ids) for o in outs]
-        if server.engine._worker is not None:  # the engine's batching task: stopped here, not left to the GC
-            server.engine._worker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await server.engine._worker
+        await server.engine.aclose()  # the engine's batching task: stopped here, not left to the GC
         return answers
 
     return asyncio.run(run())

@@ -8,7 +8,6 @@ after every designer-length prompt) flattered SPADE. A real tiny Qwen3 and the r
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import types
 
 import pytest
@@ -38,10 +37,7 @@ def _ask(server: ScriptedDesignerServer, *requests: tuple[str, int]) -> list[lis
             prompt = server.tokenizer.encode(text, add_special_tokens=False)
             params = {"temperature": 1.0, "max_tokens": max_tokens, "logprobs": True}
             answers.append(list((await server.generate(prompt, params, "r1")).token_ids))
-        if server.engine._worker is not None:  # the engine's batching task: stopped here, not left to the GC
-            server.engine._worker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await server.engine._worker
+        await server.engine.aclose()  # the engine's batching task: stopped here, not left to the GC
         return answers
 
     return asyncio.run(run())

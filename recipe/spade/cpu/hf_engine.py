@@ -10,6 +10,7 @@ vLLM reports them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -150,6 +151,18 @@ class BatchedGenerator:
         pending = _Pending(request, loop.create_future())
         await self._queue.put(pending)
         return await pending.future
+
+    async def aclose(self) -> None:
+        """Stop the batching task and wait for it (a later :meth:`generate` starts a new one).
+
+        A task left pending when its event loop closes is destroyed by the GC; on Python 3.11 the traceback that logs
+        can parse source in the middle of another parse (``SystemError: AST constructor recursion depth mismatch``).
+        """
+        worker, self._worker = self._worker, None
+        if worker is not None and not worker.done():
+            worker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await worker
 
     async def _serve(self) -> None:
         assert self._queue is not None
