@@ -244,7 +244,7 @@ class SpadeDesignerLoop(_SpadeLoop):
         base = {"skill": skill, "doc_id": task["doc_id"], "valid": False, "code": None, "sandbox_s": 0.0}
         audit = self._audit(loop) if self.spade["audit"]["enable"] and setting == "tool_use" else None
         # the hint is written while validation runs: requested once the env has loaded (most rejections come
-        # earlier: no code, syntax, construction), dropped if validation then rejects it
+        # earlier: no code, syntax, construction), discarded if validation then rejects it
         loaded: asyncio.Future[str] = loop.create_future()
         hint_task = loop.create_task(self._hint_when_loaded(loaded, setting))
 
@@ -258,12 +258,12 @@ class SpadeDesignerLoop(_SpadeLoop):
             hint_task.cancel()
             raise
         except Exception as exc:  # admit reports env faults itself; this is a host-side bug on odd output
-            await _drop(hint_task)
+            await _drop(hint_task, requested=loaded.done())
             return {**base, **_fault(exc, "load"), "sandbox_s": time.perf_counter() - started}
         base.update(valid=source is not None, code=report.code, sandbox_s=time.perf_counter() - started)
         self.trace["reason"] = report.reason
         if source is None:  # no worker could be had (machine_fault): the machine's condition, excluded
-            await _drop(hint_task)
+            await _drop(hint_task, requested=loaded.done())
             return {**base, "code": report.code or "crashed", "excluded": report.code == "machine_fault"}
         plays = self.spade["plays_per_arm"]
         # hashed, not 1 mod 7; keyed by the run's secret, so no env can recompute them from spade.seed and the key
@@ -366,9 +366,15 @@ class SpadeDesignerLoop(_SpadeLoop):
 _INFRA_FAULTS = frozenset({"sandbox_unavailable", "host_error"})
 
 
-async def _drop(task: asyncio.Task) -> None:
-    """Cancel a hint no longer wanted and wait for it; whatever it raised or returned is discarded."""
-    task.cancel()
+async def _drop(task: asyncio.Task, requested: bool) -> None:
+    """Discard a hint no longer wanted (whatever it returns or raises), once its task has ended.
+
+    A hint not yet ``requested`` (the env never loaded) is cancelled. One already requested is waited for instead:
+    the server keeps generating it either way, and cancelling verl's ``server_manager.generate`` while it awaits the
+    load balancer's ``acquire_server`` would leave that server's request count one too high.
+    """
+    if not requested:
+        task.cancel()
     try:
         await task
     except asyncio.CancelledError:
